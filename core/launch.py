@@ -1,0 +1,88 @@
+"""The pipeline as plain functions: environment -> Topology -> LaunchPlan.
+
+``cli.py`` reads ``os.environ`` and the command line, then calls these; tests call them
+directly with an explicit environment.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.errors import TopologyError, UsageError
+from malaunch.models import LaunchPlan, PlanOptions, ProcessSpec, ResolveOptions, Topology
+from malaunch.plugins import PluginSet
+
+AUTO = "auto"
+
+
+def resolve_topology(
+    plugins: PluginSet, environ: Mapping[str, str], source: str, options: ResolveOptions
+) -> Topology:
+    """Resolve with the named source, or with the first ``auto`` source whose input exists."""
+    if source != AUTO:
+        return plugins.source(source).resolve(environ, options)
+    for candidate in plugins.auto_sources():
+        assert candidate.detect is not None  # auto_sources() keeps only detectable ones
+        if candidate.detect(environ):
+            return candidate.resolve(environ, options)
+    msg = "no topology source matched this environment (is the local source disabled?)"
+    raise TopologyError(msg)
+
+
+def override_master(
+    topology: Topology, master_addr: Optional[str], master_port: Optional[int]
+) -> Topology:
+    """Apply ``--master-addr`` / ``--master-port`` on top of what the source resolved."""
+    update: Dict[str, object] = {}
+    if master_addr:
+        update["master_addr"] = master_addr
+    if master_port is not None:
+        update["master_port"] = master_port
+    return topology.model_copy(update=update) if update else topology
+
+
+def parse_env_pairs(pairs: Sequence[str]) -> Dict[str, str]:
+    """``--env KEY=VALUE`` items; the value may itself contain ``=``."""
+    result: Dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            msg = f"--env {pair!r}: expected KEY=VALUE with KEY a variable name"
+            raise UsageError(msg)
+        result[key] = value
+    return result
+
+
+def finalize_plan(plan: LaunchPlan, environ: Mapping[str, str], extra_env: Mapping[str, str]) -> LaunchPlan:
+    """Apply what every framework gets: unbuffered output and the user's ``--env`` values.
+
+    ``--env`` wins over what a plugin set, because the user asked for it explicitly.
+    """
+    processes: List[ProcessSpec] = []
+    for spec in plan.processes:
+        env = dict(spec.env)
+        if "PYTHONUNBUFFERED" not in environ and "PYTHONUNBUFFERED" not in env:
+            env["PYTHONUNBUFFERED"] = "1"
+        env.update(extra_env)
+        processes.append(spec.model_copy(update={"env": env}))
+    return plan.model_copy(update={"processes": tuple(processes)})
+
+
+def build_plan(
+    plugins: PluginSet,
+    environ: Mapping[str, str],
+    *,
+    framework: str,
+    source: str,
+    command: Sequence[str],
+    resolve_options: ResolveOptions,
+    plan_options: PlanOptions,
+    master: Tuple[Optional[str], Optional[int]] = (None, None),
+    extra_env: Optional[Mapping[str, str]] = None,
+) -> LaunchPlan:
+    """The whole left half of the pipeline, for one launch attempt."""
+    chosen = plugins.framework(framework)
+    topology = resolve_topology(plugins, environ, source, resolve_options)
+    topology = override_master(topology, *master)
+    plan = chosen.plan(topology, list(command), plan_options)
+    return finalize_plan(plan, environ, extra_env or {})

@@ -1,0 +1,175 @@
+"""Loading plugins from entry points, and a typed façade over what they register.
+
+The core never imports a plugin by name: the built-in frameworks and topology sources are
+declared in the ``malaunch`` entry-point group of our own ``pyproject.toml`` exactly as a
+third-party package declares its own, and are loaded here like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import metadata
+from typing import Any, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar
+
+import pluggy
+
+from malaunch import hookspecs
+from malaunch.errors import PluginError
+from malaunch.models import Framework, TopologySource
+
+ENTRY_POINT_GROUP = "malaunch"
+DISABLE_VAR = "MALAUNCH_DISABLE_PLUGINS"
+
+T = TypeVar("T", Framework, TopologySource)
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """Where a registered object came from, for listings and error messages."""
+
+    plugin: str
+    distribution: str
+    version: str
+
+    def describe(self) -> str:
+        return f"plugin {self.plugin!r} of distribution {self.distribution} {self.version}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Registered(Generic[T]):
+    item: T
+    origin: Origin
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginSet:
+    """Everything the installed plugins registered, selected by name."""
+
+    frameworks: Mapping[str, Registered[Framework]]
+    sources: Mapping[str, Registered[TopologySource]]
+    hooks: Mapping[str, Tuple[str, ...]]
+
+    def framework(self, name: str) -> Framework:
+        if name not in self.frameworks:
+            known = ", ".join(sorted(self.frameworks)) or "none"
+            msg = f"unknown framework {name!r} (installed: {known}); see `malaunch plugins`"
+            raise PluginError(msg)
+        return self.frameworks[name].item
+
+    def source(self, name: str) -> TopologySource:
+        if name not in self.sources:
+            known = ", ".join(sorted(self.sources)) or "none"
+            msg = f"unknown topology source {name!r} (installed: {known}, or auto)"
+            raise PluginError(msg)
+        return self.sources[name].item
+
+    def auto_sources(self) -> List[TopologySource]:
+        """Sources that take part in ``--topology auto``, in the order they are tried."""
+        found = [r.item for r in self.sources.values() if r.item.detect is not None]
+        return sorted(found, key=lambda s: (s.auto_order, s.name))
+
+
+def _entry_points() -> List[metadata.EntryPoint]:
+    eps: Any = metadata.entry_points()
+    if hasattr(eps, "select"):
+        return list(eps.select(group=ENTRY_POINT_GROUP))
+    return list(eps.get(ENTRY_POINT_GROUP, []))  # Python 3.9 returns a dict
+
+
+def _origin(ep: metadata.EntryPoint) -> Origin:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return Origin(ep.name, "unknown", "?")
+    return Origin(ep.name, dist.metadata["Name"], dist.version)
+
+
+def _disabled(environ: Mapping[str, str]) -> set[str]:
+    raw = environ.get(DISABLE_VAR, "")
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def _load_one(pm: pluggy.PluginManager, ep: metadata.EntryPoint, origin: Origin) -> None:
+    try:
+        module = ep.load()
+    except Exception as exc:
+        msg = f"cannot load {origin.describe()} ({ep.value}): {type(exc).__name__}: {exc}"
+        raise PluginError(msg) from exc
+    try:
+        pm.register(module, name=ep.name)
+    except (pluggy.PluginValidationError, ValueError) as exc:
+        msg = f"{origin.describe()} has a bad hook: {exc}"
+        raise PluginError(msg) from exc
+
+
+def _collect(
+    pm: pluggy.PluginManager, hook_name: str, origins: Mapping[str, Origin], kind: str
+) -> Dict[str, Registered[Any]]:
+    """Call one registration hook plugin by plugin, so each result keeps its origin."""
+    found: Dict[str, Registered[Any]] = {}
+    caller = getattr(pm.hook, hook_name)
+    for impl in caller.get_hookimpls():
+        origin = origins[impl.plugin_name]
+        try:
+            items = impl.function()
+        except Exception as exc:
+            msg = f"{origin.describe()} failed in {hook_name}: {type(exc).__name__}: {exc}"
+            raise PluginError(msg) from exc
+        for item in items or ():
+            name = getattr(item, "name", None)
+            if not isinstance(name, str) or not name:
+                msg = f"{origin.describe()} returned a {kind} without a name from {hook_name}"
+                raise PluginError(msg)
+            if name in found:
+                other = found[name].origin
+                msg = (
+                    f"{kind} {name!r} is registered twice: by {other.describe()} "
+                    f"and by {origin.describe()}"
+                )
+                raise PluginError(msg)
+            found[name] = Registered(item, origin)
+    return found
+
+
+def load_plugins(
+    environ: Mapping[str, str], extra: Iterable[Tuple[object, Origin]] = ()
+) -> PluginSet:
+    """Load every enabled entry point of the ``malaunch`` group and collect registrations.
+
+    ``extra`` registers already-imported plugin objects (tests use it); ``MALAUNCH_DISABLE_PLUGINS``
+    (comma-separated entry-point names) skips plugins without importing them.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    disabled = _disabled(environ)
+    origins: Dict[str, Origin] = {}
+    for ep in _entry_points():
+        if ep.name in disabled or ep.name in origins:
+            continue
+        origin = _origin(ep)
+        origins[ep.name] = origin
+        _load_one(pm, ep, origin)
+    for obj, origin in extra:
+        origins[origin.plugin] = origin
+        pm.register(obj, name=origin.plugin)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        plugin_name = pm.get_name(exc.plugin) or "?"
+        culprit = origins.get(plugin_name, Origin(plugin_name, "unknown", "?"))
+        msg = f"{culprit.describe()} implements an unknown hook: {exc}"
+        raise PluginError(msg) from exc
+    hooks: Dict[str, List[str]] = {}
+    for name, plugin in pm.list_name_plugin():
+        hooks[name] = sorted(impl.name for impl in _impls_of(pm, plugin))
+    return PluginSet(
+        frameworks=_collect(pm, "malaunch_register_frameworks", origins, "framework"),
+        sources=_collect(pm, "malaunch_register_topology_sources", origins, "topology source"),
+        hooks={name: tuple(names) for name, names in hooks.items()},
+    )
+
+
+def _impls_of(pm: pluggy.PluginManager, plugin: object) -> List[Any]:
+    return list(pm.get_hookcallers(plugin) or [])
+
+
+__all__ = ["Origin", "PluginSet", "Registered", "load_plugins"]

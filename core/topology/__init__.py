@@ -1,0 +1,1 @@
+"""Topology sources: one module per platform input, each a function of an env mapping."""

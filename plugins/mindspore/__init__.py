@@ -1,0 +1,13 @@
+"""The built-in `mindspore` framework plugin (hook implementations only)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from malaunch.hookspecs import hookimpl
+from malaunch.models import Framework
+
+
+@hookimpl
+def malaunch_register_frameworks() -> List[Framework]:
+    return []
