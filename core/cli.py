@@ -20,7 +20,7 @@ from loguru import logger
 from malaunch import __version__
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.launch import AUTO, build_plan, parse_env_pairs
-from malaunch.models import Framework, PlanOptions, ResolveOptions
+from malaunch.models import Framework, LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.plugins import PluginSet, load_plugins
 
 ENV_PREFIX = "MALAUNCH"
@@ -92,7 +92,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     )
     extra_env = parse_env_pairs(params["env"])
 
-    def make_plan(_attempt: int = 0) -> Any:
+    def make_plan(_attempt: int = 0) -> LaunchPlan:
         return build_plan(
             plugins,
             os.environ,
@@ -108,7 +108,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     plan = make_plan()
     if params["dry_run"]:
         click.echo(json.dumps(plan.to_json_dict(), indent=2))
-        return ExitCode.OK
+        return int(ExitCode.OK)
     from malaunch.supervisor import SuperviseOptions, supervise  # noqa: PLC0415 (start-up time)
 
     options = SuperviseOptions(
@@ -142,46 +142,72 @@ def _core_options() -> List[click.Parameter]:
     return [
         click.Option(["--framework"], metavar="NAME", help="Framework plugin to launch with."),
         click.Option(
-            ["--topology"], default=AUTO, show_default=True, metavar="SOURCE",
+            ["--topology"],
+            default=AUTO,
+            show_default=True,
+            metavar="SOURCE",
             help="Topology source: auto, ranktable, tf-ps, tf-config, volcano, local, ...",
         ),
         click.Option(
-            ["--nproc-per-node"], type=click.IntRange(min=1),
+            ["--nproc-per-node"],
+            type=click.IntRange(min=1),
             help="Local processes where the source lists no devices.",
         ),
         click.Option(["--master-addr"], help="Override the resolved rendezvous address."),
         click.Option(
-            ["--master-port"], type=click.IntRange(1, 65535),
+            ["--master-port"],
+            type=click.IntRange(1, 65535),
             help="Override the resolved rendezvous port.",
         ),
         click.Option(
-            ["--log-dir"], type=click.Path(file_okay=False),
-            help="Per-rank logs and malaunch-summary.json [default: $MA_LOG_DIR or ./malaunch-logs]",
+            ["--log-dir"],
+            type=click.Path(file_okay=False),
+            help="Per-rank logs and malaunch-summary.json "
+            "[default: $MA_LOG_DIR or ./malaunch-logs]",
         ),
         click.Option(
-            ["--console-ranks"], default="all", show_default=True, metavar="SPEC",
+            ["--console-ranks"],
+            default="all",
+            show_default=True,
+            metavar="SPEC",
             help="Ranks echoed to the console with a prefix: all, none, or e.g. 0,3-5.",
         ),
         click.Option(
-            ["--grace-period"], type=click.FloatRange(min=0), default=5.0, show_default=True,
+            ["--grace-period"],
+            type=click.FloatRange(min=0),
+            default=5.0,
+            show_default=True,
             help="Seconds between SIGTERM and SIGKILL at teardown.",
         ),
         click.Option(
-            ["--max-restarts"], type=click.IntRange(min=0), default=0, show_default=True,
+            ["--max-restarts"],
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
             help="Restart the local group this many times after a failure.",
         ),
         click.Option(
-            ["--wait-timeout"], type=click.FloatRange(min=0), default=600.0, show_default=True,
+            ["--wait-timeout"],
+            type=click.FloatRange(min=0),
+            default=600.0,
+            show_default=True,
             help="Seconds to wait for a rank table or peers to become ready.",
         ),
-        click.Option(["--conda-env"], metavar="NAME|PATH", help="Run `python` from this conda env."),
         click.Option(
-            ["--env"], multiple=True, metavar="KEY=VALUE",
+            ["--conda-env"], metavar="NAME|PATH", help="Run `python` from this conda env."
+        ),
+        click.Option(
+            ["--env"],
+            multiple=True,
+            metavar="KEY=VALUE",
             help="Extra environment for every process (repeatable).",
         ),
         click.Option(
-            ["--forward-signals"], default=",".join(DEFAULT_SIGNALS), show_default=True,
-            metavar="LIST", help="Signals forwarded to every process group (e.g. add SIGUSR1).",
+            ["--forward-signals"],
+            default=",".join(DEFAULT_SIGNALS),
+            show_default=True,
+            metavar="LIST",
+            help="Signals forwarded to every process group (e.g. add SIGUSR1).",
         ),
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
 from malaunch.launch import AUTO, resolve_topology
 from malaunch.models import ResolveOptions, Topology
-from malaunch.plugins import PluginSet, load_plugins
+from malaunch.plugins import Origin, PluginSet, load_plugins
 
 
 @click.group(
@@ -25,22 +25,26 @@ def tools() -> None:
 
 
 def plugin_rows(plugins: PluginSet) -> List[Dict[str, Any]]:
-    rows: List[Dict[str, Any]] = []
-    for kind, registry in (("framework", plugins.frameworks), ("topology", plugins.sources)):
-        for name, registered in sorted(registry.items()):
-            origin = registered.origin
-            rows.append(
-                {
-                    "name": name,
-                    "kind": kind,
-                    "plugin": origin.plugin,
-                    "distribution": origin.distribution,
-                    "version": origin.version,
-                    "hooks": list(plugins.hooks.get(origin.plugin, ())),
-                    "help": registered.item.help,
-                }
-            )
-    return rows
+    entries: List[Tuple[str, str, Origin, str]] = [
+        ("framework", name, reg.origin, reg.item.help)
+        for name, reg in sorted(plugins.frameworks.items())
+    ]
+    entries += [
+        ("topology", name, reg.origin, reg.item.help)
+        for name, reg in sorted(plugins.sources.items())
+    ]
+    return [
+        {
+            "name": name,
+            "kind": kind,
+            "plugin": origin.plugin,
+            "distribution": origin.distribution,
+            "version": origin.version,
+            "hooks": list(plugins.hooks.get(origin.plugin, ())),
+            "help": help_text,
+        }
+        for kind, name, origin, help_text in entries
+    ]
 
 
 @tools.command("plugins")
@@ -53,8 +57,7 @@ def plugins_command(as_json: bool) -> None:
         return
     header = ("NAME", "KIND", "DISTRIBUTION", "VERSION", "HOOKS")
     table = [header] + [
-        (r["name"], r["kind"], r["distribution"], r["version"], ",".join(r["hooks"]))
-        for r in rows
+        (r["name"], r["kind"], r["distribution"], r["version"], ",".join(r["hooks"])) for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:

@@ -53,7 +53,9 @@ def parse_env_pairs(pairs: Sequence[str]) -> Dict[str, str]:
     return result
 
 
-def finalize_plan(plan: LaunchPlan, environ: Mapping[str, str], extra_env: Mapping[str, str]) -> LaunchPlan:
+def finalize_plan(
+    plan: LaunchPlan, environ: Mapping[str, str], extra_env: Mapping[str, str]
+) -> LaunchPlan:
     """Apply what every framework gets: unbuffered output and the user's ``--env`` values.
 
     ``--env`` wins over what a plugin set, because the user asked for it explicitly.
