@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install malaunch with PyTorch (CPU) into a virtualenv and run a real two-node DDP job on this
+# machine: `malaunch simulate` fabricates each node's Octopus environment and starts one
+# launcher per node, exactly as the platform would.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3.11}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q ".[torch]"
+# The job's `python` is the virtualenv's, as it would be in an image with malaunch installed.
+export PATH="$PWD/$VENV/bin:$PATH"
+exec malaunch simulate --nodes 2 --nproc-per-node 2 --platform octopus --framework torch_ddp \
+  --log-dir "${LOG_DIR:-malaunch-logs/demo}" -- python examples/torch_ddp_train.py
