@@ -10,8 +10,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
+VENV=$(cd "$VENV" && pwd)
 "$VENV/bin/python" -m pip install -q ".[torch]"
 # The job's `python` is the virtualenv's, as it would be in an image with malaunch installed.
-export PATH="$PWD/$VENV/bin:$PATH"
+export PATH="$VENV/bin:$PATH"
 exec malaunch simulate --nodes 2 --nproc-per-node 2 --platform octopus --framework torch_ddp \
   --log-dir "${LOG_DIR:-malaunch-logs/demo}" -- python examples/torch_ddp_train.py
