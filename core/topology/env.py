@@ -1,0 +1,253 @@
+"""Small parsers for platform variables, shared by the topology sources.
+
+Every function takes the variable's value (or the env mapping) plus a label naming where the
+value came from (a variable or a file), so an error message can name the culprit.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import List, Mapping, Optional, Tuple
+
+from malaunch.errors import TopologyError
+
+_QUOTES = ("'", '"')
+_PORT_RANGE = (1, 65535)
+_HOST_FORBIDDEN = re.compile(r"[\s/,\[\]'\"]")
+
+
+def get(env: Mapping[str, str], name: str) -> Optional[str]:
+    """The stripped value of ``name``, or None when it is unset or blank."""
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def read_int(
+    env: Mapping[str, str], name: str, *, minimum: int = 0, default: Optional[int] = None
+) -> Optional[int]:
+    """An integer variable (``default`` when unset or blank), at least ``minimum``."""
+    raw = get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        expected = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+        msg = f'{name}="{env[name]}": expected {expected}'
+        raise TopologyError(msg)
+    return value
+
+
+def parse_port(text: str, what: str) -> int:
+    """A TCP port 1-65535; ``what`` is the start of the error message."""
+    low, high = _PORT_RANGE
+    if not text.isdigit() or not low <= int(text) <= high:
+        msg = f"{what}: port {text!r} is not a number in {low}-{high}"
+        raise TopologyError(msg)
+    return int(text)
+
+
+def read_port(env: Mapping[str, str], name: str) -> Optional[int]:
+    """A port variable, or None when unset or blank."""
+    raw = get(env, name)
+    return None if raw is None else parse_port(raw, f'{name}="{env[name]}"')
+
+
+def _strip_quotes(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in _QUOTES:
+        return text[1:-1].strip()
+    return text
+
+
+def _closing_bracket(text: str) -> int:
+    """Position of the ``]`` that closes the ``[`` at position 0, or -1."""
+    depth = 0
+    for pos, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth == 0:
+                return pos
+    return -1
+
+
+def split_items(value: str, what: str) -> List[str]:
+    """Split a comma list that may be wrapped in ``[...]`` and quoted, with spaces.
+
+    ``[a:1, 'b:2']``, ``"a:1,b:2"`` and ``a:1,b:2`` give the same items. The outer brackets are
+    removed only when they enclose the whole value, so ``[2001:db8::1]:2222,...`` keeps its
+    IPv6 brackets.
+    """
+    text = _strip_quotes(value)
+    if text.startswith("[") and _closing_bracket(text) == len(text) - 1:
+        text = text[1:-1]
+    if not text.strip():
+        msg = f"{what} is empty: expected a comma-separated list"
+        raise TopologyError(msg)
+    items = [_strip_quotes(item) for item in text.split(",")]
+    for number, item in enumerate(items, start=1):
+        if not item:
+            msg = f'{what} item {number} is empty in "{value}"'
+            raise TopologyError(msg)
+    return items
+
+
+def _check_host(host: str, where: str) -> str:
+    if not host or _HOST_FORBIDDEN.search(host):
+        msg = f"{where}: {host!r} is not a host name or address"
+        raise TopologyError(msg)
+    return host
+
+
+def split_host_port(item: str, where: str) -> Tuple[str, int]:
+    """``host:port`` or ``[ipv6]:port`` -> (host, port); ``where`` starts the error message."""
+    if item.startswith("["):
+        end = item.find("]")
+        host, rest = item[1:end], item[end + 1 :]
+        if end < 0 or not rest.startswith(":"):
+            msg = f"{where}: expected [address]:port"
+            raise TopologyError(msg)
+        _check_ipv6(host, where)
+        return host, parse_port(rest[1:], where)
+    if item.count(":") > 1:
+        msg = f"{where}: an IPv6 address must be written in brackets, [address]:port"
+        raise TopologyError(msg)
+    host, sep, port = item.partition(":")
+    if not sep:
+        msg = f"{where}: expected host:port"
+        raise TopologyError(msg)
+    return _check_host(host, where), parse_port(port, where)
+
+
+def _check_ipv6(host: str, where: str) -> None:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError as exc:
+        msg = f"{where}: {host!r} is not an IPv6 address"
+        raise TopologyError(msg) from exc
+
+
+def format_host_port(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_host_ports(value: str, what: str) -> List[Tuple[str, int]]:
+    """A ``host:port`` comma list (see :func:`split_items`)."""
+    items = split_items(value, what)
+    return [
+        split_host_port(item, f'{what} item {number} "{item}"')
+        for number, item in enumerate(items, start=1)
+    ]
+
+
+def parse_host(item: str, where: str) -> str:
+    """A bare host: a name, an IPv4 address, or an IPv6 address with or without brackets."""
+    if item.startswith("[") and item.endswith("]"):
+        _check_ipv6(item[1:-1], where)
+        return item[1:-1]
+    if item.count(":") > 1:
+        _check_ipv6(item, where)
+        return item
+    if ":" in item:
+        msg = f"{where}: expected a host name or address without a port"
+        raise TopologyError(msg)
+    return _check_host(item, where)
+
+
+def parse_hosts(value: str, what: str) -> List[str]:
+    """A comma list of hosts (see :func:`split_items`)."""
+    items = split_items(value, what)
+    return [
+        parse_host(item, f'{what} item {number} "{item}"')
+        for number, item in enumerate(items, start=1)
+    ]
+
+
+def job_id(env: Mapping[str, str]) -> Optional[str]:
+    """The platform's job id: ModelArts' ``MA_VJ_NAME`` with ``ma-job`` -> ``modelarts-job``.
+
+    This is how ModelArts' own bootstrap names the job (and so its log files).
+    """
+    name = get(env, "MA_VJ_NAME")
+    if name is None:
+        return None
+    return "modelarts-job" + name[len("ma-job") :] if name.startswith("ma-job") else name
+
+
+def job_name_from_host(host: str, task: str, index: int) -> Optional[str]:
+    """The job name in a ``<job>-<task>-<index>[.<domain>]`` host (Volcano, Kubeflow), if any.
+
+    The suffix is matched exactly, never as a prefix, so ``worker-1`` is not ``worker-10``.
+    """
+    label = host.split(".", 1)[0]
+    suffix = f"-{task}-{index}"
+    if label.endswith(suffix) and len(label) > len(suffix):
+        return label[: -len(suffix)]
+    return None
+
+
+# Ascend's runtime reads its list up to the first bad entry and silently drops the rest, so a
+# typo would quietly shrink the job: refuse anything but plain ascending ids there.
+VISIBLE_DEVICE_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+_CUDA_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/-]+$")
+
+
+def visible_devices(env: Mapping[str, str]) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(variable, physical ids) of the first non-empty visible-devices list, or None.
+
+    ``CUDA_VISIBLE_DEVICES`` may instead hold GPU/MIG UUIDs; those count as devices whose id
+    is their position. An empty value (CUDA's "no GPU") counts as no list.
+    """
+    for name in VISIBLE_DEVICE_VARS:
+        value = env.get(name, "")
+        if value == "":
+            continue
+        return name, _device_ids(name, value)
+    return None
+
+
+def _device_ids(name: str, value: str) -> Tuple[int, ...]:
+    items = value.split(",")
+    if name == "CUDA_VISIBLE_DEVICES" and all(_CUDA_UUID.match(item) for item in items):
+        return tuple(range(len(items)))
+    ids: List[int] = []
+    for number, item in enumerate(items, start=1):
+        if not item.isdigit():
+            msg = (
+                f'{name}="{value}": item {number} "{item}" is not a device id '
+                "(expected ascending integers without spaces, e.g. 0,1,2,3)"
+            )
+            raise TopologyError(msg)
+        ids.append(int(item))
+    if len(set(ids)) != len(ids):
+        msg = f'{name}="{value}": a device id is listed twice'
+        raise TopologyError(msg)
+    if name == "ASCEND_RT_VISIBLE_DEVICES" and ids != sorted(ids):
+        msg = f'{name}="{value}": device ids must be in ascending order'
+        raise TopologyError(msg)
+    return tuple(ids)
+
+
+def device_ids(env: Mapping[str, str], nproc: Optional[int], nproc_origin: str) -> Tuple[int, ...]:
+    """Physical device ids of this node's process slots.
+
+    ``nproc`` is the requested number of processes (None: one per visible device, else 1) and
+    ``nproc_origin`` names where it came from, for the error when more processes are asked
+    for than devices are visible.
+    """
+    visible = visible_devices(env)
+    if visible is None:
+        return tuple(range(nproc or 1))
+    name, ids = visible
+    if nproc is None:
+        return ids
+    if nproc > len(ids):
+        msg = f"{nproc_origin} asks for {nproc} processes per node but {name} lists {len(ids)}"
+        raise TopologyError(msg)
+    return ids[:nproc]
