@@ -103,6 +103,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             plan_options=plan_options,
             master=(params["master_addr"], params["master_port"]),
             extra_env=extra_env,
+            conda_env=params["conda_env"],
         )
 
     plan = make_plan()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.conda import apply_conda
+from malaunch.context_env import context_env
 from malaunch.errors import TopologyError, UsageError
 from malaunch.models import LaunchPlan, PlanOptions, ProcessSpec, ResolveOptions, Topology
 from malaunch.plugins import PluginSet
@@ -54,15 +56,21 @@ def parse_env_pairs(pairs: Sequence[str]) -> Dict[str, str]:
 
 
 def finalize_plan(
-    plan: LaunchPlan, environ: Mapping[str, str], extra_env: Mapping[str, str]
+    plan: LaunchPlan,
+    environ: Mapping[str, str],
+    extra_env: Mapping[str, str],
+    conda_env: Optional[str] = None,
 ) -> LaunchPlan:
-    """Apply what every framework gets: unbuffered output and the user's ``--env`` values.
+    """Apply what every framework gets: the conda env, ``MALAUNCH_CONTEXT``, unbuffered
+    output and the user's ``--env`` values.
 
     ``--env`` wins over what a plugin set, because the user asked for it explicitly.
     """
+    plan = apply_conda(plan, environ, conda_env)
     processes: List[ProcessSpec] = []
     for spec in plan.processes:
         env = dict(spec.env)
+        env.update(context_env(plan.topology, spec, plan.framework))
         if "PYTHONUNBUFFERED" not in environ and "PYTHONUNBUFFERED" not in env:
             env["PYTHONUNBUFFERED"] = "1"
         env.update(extra_env)
@@ -81,10 +89,11 @@ def build_plan(
     plan_options: PlanOptions,
     master: Tuple[Optional[str], Optional[int]] = (None, None),
     extra_env: Optional[Mapping[str, str]] = None,
+    conda_env: Optional[str] = None,
 ) -> LaunchPlan:
     """The whole left half of the pipeline, for one launch attempt."""
     chosen = plugins.framework(framework)
     topology = resolve_topology(plugins, environ, source, resolve_options)
     topology = override_master(topology, *master)
     plan = chosen.plan(topology, list(command), plan_options)
-    return finalize_plan(plan, environ, extra_env or {})
+    return finalize_plan(plan, environ, extra_env or {}, conda_env)
