@@ -122,6 +122,13 @@ def _from_context_var(raw: str, env: Mapping[str, str]) -> Context:
     for name, value in values.items():
         _check_field(name, value)
     values.setdefault("source", "malaunch")
+    if data.get("agent") == "torchrun":
+        # Started by a torchrun agent that malaunch started (torch_ddp delegate mode): the
+        # context is the agent's; this worker's own rank is in torchrun's variables.
+        worker = _from_torchrun(env)
+        if worker is not None:
+            del worker["source"]
+            values.update(worker, role="worker")
     values["restart_count"] = _env_int(env, "MALAUNCH_RESTART_COUNT") or 0
     return Context(**values)
 
@@ -251,7 +258,7 @@ def _from_tf_config(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
         "local_rank": 0 if rank is not None else None,
         "world_size": max(world_size, 1),
         "role": role,
-        "master_addr": host or "127.0.0.1",
+        "master_addr": host.strip("[]") or "127.0.0.1",
         "master_port": int(port) if port.isdigit() else None,
         "source": "tf_config",
     }

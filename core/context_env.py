@@ -14,7 +14,8 @@ framework can never disagree.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Tuple
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from malaunch.models import Device, ProcessSpec, Topology
 
@@ -25,6 +26,7 @@ CONTEXT_VAR = "MALAUNCH_CONTEXT"
 TRAINING_ROLES = ("chief", "master", "worker")
 WORLD_SIZE_VARS = ("WORLD_SIZE", "RANK_SIZE", "MS_WORKER_NUM")
 MASTER_VARS = (("MASTER_ADDR", "MASTER_PORT"), ("MS_SCHED_HOST", "MS_SCHED_PORT"))
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
 def _int_or_none(value: Optional[str]) -> Optional[int]:
@@ -49,9 +51,16 @@ def _world_size(topology: Topology, env: Mapping[str, str]) -> int:
 
 
 def _master(topology: Topology, env: Mapping[str, str]) -> Tuple[str, Optional[int]]:
+    """The plugin's rendezvous variables, else the first trainer of a PS cluster (chief or
+    worker 0, whose ``host:port`` is the cluster's own), else the topology's master."""
     for addr_var, port_var in MASTER_VARS:
         if env.get(addr_var):
             return env[addr_var], _int_or_none(env.get(port_var))
+    for role in TRAINING_ROLES:
+        addresses = topology.roles.get(role)
+        if addresses:
+            host, _, port = addresses[0].rpartition(":")
+            return host.strip("[]"), _int_or_none(port)
     return topology.master_addr, topology.master_port
 
 
@@ -62,6 +71,23 @@ def _device(topology: Topology, spec: ProcessSpec) -> Optional[Device]:
     for device in topology.this_node.devices:
         if device.rank == spec.rank:
             return device
+    return None
+
+
+def agent(argv: Sequence[str]) -> Optional[str]:
+    """``"torchrun"`` when the process is a torch elastic agent (``torchrun``, ``python -m
+    torch.distributed.run``): its workers inherit this context but take their rank from the
+    variables the agent sets for each of them, which :mod:`malaunch.context` then prefers."""
+    if not argv:
+        return None
+    if os.path.basename(argv[0]) == "torchrun":
+        return "torchrun"
+    for position, arg in enumerate(argv[1:], start=1):
+        if arg == "-m":
+            following = argv[position + 1] if position + 1 < len(argv) else ""
+            return "torchrun" if following in TORCHRUN_MODULES else None
+        if not arg.startswith("-"):
+            break
     return None
 
 
@@ -89,6 +115,7 @@ def context_dict(topology: Topology, spec: ProcessSpec, framework: str) -> Dict[
         "model_dir": data.model,
         "framework": framework,
         "source": topology.source,
+        "agent": agent(spec.argv),
     }
 
 
