@@ -1,0 +1,40 @@
+"""Print what ``malaunch.context`` says about this process, as one JSON line.
+
+Run it under any framework and platform; it needs no framework installed::
+
+    malaunch --framework torch_ddp --topology local --nproc-per-node 2 -- \\
+        python examples/context_demo.py
+    malaunch --framework tensorflow_ps --num-ps 1 --num-workers 2 -- \\
+        python examples/context_demo.py
+    malaunch --framework mindspore --ms-mode dynamic --nproc-per-node 2 -- \\
+        python examples/context_demo.py
+    python examples/context_demo.py      # without malaunch: rank 0 of 1
+
+Extra arguments (tensorflow_ps appends ``--ps_hosts ... --task_index N``) are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from malaunch import context
+
+
+def main() -> int:
+    ctx = context.current()
+    print(json.dumps({**ctx.as_dict(), "pid": os.getpid()}, sort_keys=True))
+    if ctx.role == "scheduler":
+        # MindSpore's dynamic cluster starts its scheduler with this same command. A real
+        # script calls mindspore.communication.init() here, which serves the cluster until
+        # the workers are done; this demo has no cluster to serve, so it just ends.
+        return 0
+    if ctx.is_main:
+        datasets = ", ".join(f"{name} -> {path}" for name, path in ctx.datasets.items())
+        print(f"main process of {ctx.world_size}; datasets: {datasets or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
