@@ -6,8 +6,18 @@ from typing import List
 
 from malaunch.hookspecs import hookimpl
 from malaunch.models import Framework
+from malaunch_mindspore import options, plan
 
 
 @hookimpl
 def malaunch_register_frameworks() -> List[Framework]:
-    return []
+    """MindSpore: HCCL rank-table launch, or the msrun-style dynamic cluster."""
+    return [
+        Framework(
+            name=plan.FRAMEWORK,
+            plan=plan.plan,
+            options=options.cli_options(),
+            help="MindSpore: rank-table mode (one process per NPU) or dynamic cluster "
+            "(scheduler + workers, runs on CPU too)",
+        )
+    ]

@@ -6,8 +6,18 @@ from typing import List
 
 from malaunch.hookspecs import hookimpl
 from malaunch.models import Framework
+from malaunch_tensorflow_ps import options, plan
 
 
 @hookimpl
 def malaunch_register_frameworks() -> List[Framework]:
-    return []
+    """TensorFlow parameter-server training: TF1 flags and TF_CONFIG for this task."""
+    return [
+        Framework(
+            name=plan.FRAMEWORK,
+            plan=plan.plan,
+            options=options.cli_options(),
+            help="TensorFlow parameter server: this task with --ps_hosts ... flags and "
+            "TF_CONFIG, or a whole local cluster (--num-ps/--num-workers)",
+        )
+    ]

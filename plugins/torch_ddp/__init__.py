@@ -6,8 +6,18 @@ from typing import List
 
 from malaunch.hookspecs import hookimpl
 from malaunch.models import Framework
+from malaunch_torch_ddp import options, plan
 
 
 @hookimpl
 def malaunch_register_frameworks() -> List[Framework]:
-    return []
+    """PyTorch DDP: torchrun's per-rank environment, or torchrun itself per node."""
+    return [
+        Framework(
+            name=plan.FRAMEWORK,
+            plan=plan.plan,
+            options=options.cli_options(),
+            help="PyTorch DDP: torchrun-style env per rank (native) or one torchrun per node "
+            "(delegate)",
+        )
+    ]

@@ -1,0 +1,33 @@
+"""The command-line options the tensorflow_ps framework adds to ``malaunch``."""
+
+from __future__ import annotations
+
+from typing import List
+
+import click
+
+
+def cli_options() -> List[click.Option]:
+    """Fresh option objects (the CLI prefixes their help with ``[tensorflow_ps]``)."""
+    return [
+        click.Option(
+            ["--tf-flags/--no-tf-flags"],
+            default=True,
+            help="Append --ps_hosts --worker_hosts --job_name --task_index to the command "
+            "(TF_CONFIG is always set).",
+        ),
+        click.Option(
+            ["--num-ps"],
+            type=click.IntRange(min=0),
+            default=None,
+            help="Local mode: run this many ps tasks here on free loopback ports [default: 1 "
+            "when --num-workers is given].",
+        ),
+        click.Option(
+            ["--num-workers"],
+            type=click.IntRange(min=1),
+            default=None,
+            help="Local mode: run this many worker tasks here [default: the local process "
+            "count when --num-ps is given].",
+        ),
+    ]
