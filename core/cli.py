@@ -216,13 +216,18 @@ def _core_options() -> List[click.Parameter]:
     ]
 
 
+def _spellings(param: click.Parameter) -> List[str]:
+    return [param.name or "", *param.opts, *param.secondary_opts]
+
+
 def build_launch_command(plugins: PluginSet) -> click.Command:
     """The launch command, with the options every installed framework contributes."""
     params = _core_options()
-    taken = {opt for p in params for opt in p.opts}
+    # Flags (``--no-x`` too) and parameter names a framework's option must not take over.
+    taken = {"-h", "--help", *(s for p in params for s in _spellings(p))}
     for name, registered in sorted(plugins.frameworks.items()):
         for opt in registered.item.options:
-            clash = taken.intersection(opt.opts)
+            clash = taken.intersection(_spellings(opt))
             if clash:
                 from malaunch.errors import PluginError  # noqa: PLC0415
 
@@ -231,7 +236,7 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
                     f"{sorted(clash)[0]}, which already exists"
                 )
                 raise PluginError(msg)
-            taken.update(opt.opts)
+            taken.update(_spellings(opt))
             if opt.help is not None and not opt.help.startswith("["):
                 opt.help = f"[{name}] {opt.help}"
             params.insert(len(params) - 1, opt)

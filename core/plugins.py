@@ -94,17 +94,42 @@ def _load_one(pm: pluggy.PluginManager, ep: metadata.EntryPoint, origin: Origin)
     except Exception as exc:
         msg = f"cannot load {origin.describe()} ({ep.value}): {type(exc).__name__}: {exc}"
         raise PluginError(msg) from exc
+    _register(pm, module, origin)
+
+
+def _one_line(exc: Exception) -> str:
+    """pluggy's validation messages span lines; the launcher reports errors on one."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, origin: Origin) -> None:
     try:
-        pm.register(module, name=ep.name)
+        pm.register(plugin, name=origin.plugin)
     except (pluggy.PluginValidationError, ValueError) as exc:
-        msg = f"{origin.describe()} has a bad hook: {exc}"
+        msg = f"{origin.describe()} has a bad hook: {_one_line(exc)}"
         raise PluginError(msg) from exc
 
 
+def _seen_before(origins: Mapping[str, Origin], origin: Origin) -> bool:
+    """True for the same distribution found twice on sys.path; an error for two of them."""
+    other = origins.get(origin.plugin)
+    if other is None:
+        return False
+    if other.distribution == origin.distribution:
+        return True
+    msg = (
+        f"plugin name {origin.plugin!r} (entry point group {ENTRY_POINT_GROUP!r}) is declared "
+        f"twice: by distribution {other.distribution} {other.version} and by distribution "
+        f"{origin.distribution} {origin.version}"
+    )
+    raise PluginError(msg)
+
+
 def _collect(
-    pm: pluggy.PluginManager, hook_name: str, origins: Mapping[str, Origin], kind: str
+    pm: pluggy.PluginManager, hook_name: str, origins: Mapping[str, Origin], cls: type
 ) -> Dict[str, Registered[Any]]:
     """Call one registration hook plugin by plugin, so each result keeps its origin."""
+    kind = "framework" if cls is Framework else "topology source"
     found: Dict[str, Registered[Any]] = {}
     caller = getattr(pm.hook, hook_name)
     for impl in caller.get_hookimpls():
@@ -114,8 +139,11 @@ def _collect(
         except Exception as exc:
             msg = f"{origin.describe()} failed in {hook_name}: {type(exc).__name__}: {exc}"
             raise PluginError(msg) from exc
-        for item in items or ():
-            name = getattr(item, "name", None)
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, cls) for i in items):
+            msg = f"{origin.describe()}: {hook_name} must return a list of {cls.__name__}"
+            raise PluginError(msg)
+        for item in items:
+            name = item.name
             if not isinstance(name, str) or not name:
                 msg = f"{origin.describe()} returned a {kind} without a name from {hook_name}"
                 raise PluginError(msg)
@@ -143,27 +171,30 @@ def load_plugins(
     disabled = _disabled(environ)
     origins: Dict[str, Origin] = {}
     for ep in _entry_points():
-        if ep.name in disabled or ep.name in origins:
+        if ep.name in disabled:
             continue
         origin = _origin(ep)
+        if _seen_before(origins, origin):
+            continue
         origins[ep.name] = origin
         _load_one(pm, ep, origin)
     for obj, origin in extra:
+        _seen_before(origins, origin)
         origins[origin.plugin] = origin
-        pm.register(obj, name=origin.plugin)
+        _register(pm, obj, origin)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         plugin_name = pm.get_name(exc.plugin) or "?"
         culprit = origins.get(plugin_name, Origin(plugin_name, "unknown", "?"))
-        msg = f"{culprit.describe()} implements an unknown hook: {exc}"
+        msg = f"{culprit.describe()} implements an unknown hook: {_one_line(exc)}"
         raise PluginError(msg) from exc
     hooks: Dict[str, List[str]] = {}
     for name, plugin in pm.list_name_plugin():
         hooks[name] = sorted(impl.name for impl in _impls_of(pm, plugin))
     return PluginSet(
-        frameworks=_collect(pm, "malaunch_register_frameworks", origins, "framework"),
-        sources=_collect(pm, "malaunch_register_topology_sources", origins, "topology source"),
+        frameworks=_collect(pm, "malaunch_register_frameworks", origins, Framework),
+        sources=_collect(pm, "malaunch_register_topology_sources", origins, TopologySource),
         hooks={name: tuple(names) for name, names in hooks.items()},
     )
 

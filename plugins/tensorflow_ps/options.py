@@ -13,8 +13,9 @@ def cli_options() -> List[click.Option]:
         click.Option(
             ["--tf-flags/--no-tf-flags"],
             default=True,
+            show_default=False,
             help="Append --ps_hosts --worker_hosts --job_name --task_index to the command "
-            "(TF_CONFIG is always set).",
+            "(on by default; TF_CONFIG is always set).",
         ),
         click.Option(
             ["--num-ps"],
