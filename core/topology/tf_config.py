@@ -56,7 +56,8 @@ def _shown(value: object) -> str:
 
 def _load(raw: str) -> Dict[str, Any]:
     if not raw.strip():
-        _fail("is empty: expected a JSON object")
+        msg = f"{VAR} is empty or not set: expected a JSON object"
+        raise TopologyError(msg)
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:
