@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
@@ -229,7 +230,8 @@ def make_ps_topology(
                 rank = i + (num_chief if name == "worker" else 0)
                 devices = (Device(rank=rank, local_index=0, device_id=0),)
             host = address.rsplit(":", 1)[0]
-            nodes.append(Node(index=len(nodes), host=host, role=name, devices=devices))
+            pod = host.split(".", 1)[0]
+            nodes.append(Node(index=len(nodes), host=host, name=pod, role=name, devices=devices))
     if node_rank is None:
         msg = f"make_ps_topology: task {role} {index} is not in {counts}"
         raise ValueError(msg)
@@ -305,7 +307,11 @@ def _group_problems(plan: LaunchPlan) -> List[str]:
 
 
 def _json_problems(plan: LaunchPlan) -> List[str]:
-    dumped = plan.to_json_dict()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dumped = plan.to_json_dict()
+    if caught:  # pydantic warns (and guesses) when a field holds the wrong type
+        return [f"the plan does not serialise cleanly: {caught[0].message}"]
     problems = []
     if set(dumped) != {"framework", "topology", "processes"}:
         problems.append(f"plan JSON keys {sorted(dumped)} differ from the dry-run contract")

@@ -1,0 +1,131 @@
+"""malaunch.testing: the builders match the real sources, check_plan catches each fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from malaunch.models import LaunchPlan, ProcessSpec, ResolveOptions
+from malaunch.testing import (
+    check_plan,
+    make_plan,
+    make_ps_topology,
+    make_rank_table_topology,
+    make_topology,
+    read_env_file,
+)
+from malaunch.topology import ranktable, tf_ps
+
+SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
+
+
+def test_rank_table_builder_matches_the_ranktable_source() -> None:
+    path = str(SHARED / "ranktable_v1_0_2nodes_8dev.json")
+    env = {"RANK_TABLE_FILE_V_1_0": path, "MA_CURRENT_HOST_IP": "192.0.2.12"}
+    resolved = ranktable.resolve(env, ResolveOptions(wait_timeout=0, hostnames=()))
+    assert make_rank_table_topology(node_rank=1, rank_table_file=path) == resolved
+
+
+def test_ps_builder_matches_the_tf_ps_source() -> None:
+    env = read_env_file(SHARED / "tf_ps_env_2ps_3workers.env")
+    resolved = tf_ps.resolve(env, ResolveOptions())
+    assert make_ps_topology(num_ps=2, num_workers=3, role="worker", index=1) == resolved
+
+
+def test_topology_builder_shapes() -> None:
+    topology = make_topology(nodes=3, nproc_per_node=2, node_rank=2, master_port=1234)
+    assert [n.host for n in topology.nodes] == ["192.0.2.11", "192.0.2.12", "192.0.2.13"]
+    assert [d.rank for d in topology.this_node.devices] == [4, 5]
+    assert (topology.world_size, topology.master_addr, topology.master_port) == (
+        6, "192.0.2.11", 1234,
+    )  # fmt: skip
+    assert make_topology(nodes=1).master_addr == "127.0.0.1"
+
+
+def _plan(*processes: ProcessSpec) -> LaunchPlan:
+    return LaunchPlan(framework="fake", topology=make_topology(nodes=1), processes=processes)
+
+
+def _worker(rank: int, local_rank: int, **changes: Any) -> ProcessSpec:
+    spec = ProcessSpec(
+        role="worker",
+        rank=rank,
+        local_rank=local_rank,
+        argv=("python", "train.py"),
+        env={"RANK": str(rank)},
+        cwd="/work",
+        log_file=f"/logs/worker-{rank}.log",
+    )
+    # model_copy skips validation, as a buggy plugin's hand-made objects might.
+    return spec.model_copy(update=changes)
+
+
+def _service(log_file: str) -> ProcessSpec:
+    return _worker(0, 0, role="ps", service=True, log_file=log_file).model_copy(
+        update={"rank": None}
+    )
+
+
+def test_a_sound_plan_passes() -> None:
+    check_plan(_plan(_service("/logs/ps.log"), _worker(4, 0), _worker(5, 1)))
+
+
+@pytest.mark.parametrize(
+    ("processes", "expected"),
+    [
+        ((), "the plan has no processes"),
+        ((_worker(0, 0, argv=()),), "argv must be a non-empty list of str"),
+        ((_worker(0, 0, argv=("python", 3)),), "argv must be a non-empty list of str"),
+        ((_worker(0, 0, env={"RANK": 0}),), "env['RANK'] must be a str"),
+        ((_worker(0, 0, env={"A=B": "1"}),), "env key 'A=B' is not a variable name"),
+        ((_worker(0, 0, cwd="work"),), "cwd 'work' is not absolute"),
+        ((_worker(0, 0, log_file="w.log"),), "log_file 'w.log' is not absolute"),
+        (
+            (_worker(0, 0), _worker(1, 1, log_file="/logs/worker-0.log")),
+            "log files are not distinct",
+        ),
+        ((_worker(0, 0), _worker(0, 1, log_file="/l/x")), "ranks are not unique: [0, 0]"),
+        ((_worker(0, 0), _worker(2, 1)), "worker ranks are not dense (consecutive): [0, 2]"),
+        ((_worker(0, 1), _worker(1, 2)), "worker local ranks are not 0..1: [1, 2]"),
+        ((_worker(0, 0, role=""),), "empty role"),
+        ((_worker(-1, 0),), "negative rank"),
+        ((_worker(0, 0, service=True),), "every process is a service"),
+        (
+            (
+                _worker(0, 0),
+                _service("/l/a"),
+                _service("/l/b"),
+            ),
+            "services are not distinct by role/rank/local rank",
+        ),
+    ],
+)
+def test_each_fault_is_named(processes: tuple[ProcessSpec, ...], expected: str) -> None:
+    with pytest.raises(AssertionError) as info:
+        check_plan(_plan(*processes))
+    assert expected in str(info.value)
+    assert "plan of framework 'fake' breaks" in str(info.value)
+
+
+def test_an_unnamed_framework_is_caught() -> None:
+    broken = _plan(_worker(0, 0)).model_copy(update={"framework": ""})
+    with pytest.raises(AssertionError, match="empty framework name"):
+        check_plan(broken)
+
+
+def test_a_plan_that_does_not_serialise_cleanly_is_caught() -> None:
+    with pytest.raises(
+        AssertionError, match="the plan does not serialise cleanly: .*Expected `str`"
+    ):
+        check_plan(_plan(_worker(0, 0, env={"RANK": 0})))
+
+
+def test_make_plan_goes_through_the_installed_plugins(tmp_path: Path) -> None:
+    plan = make_plan("torch_ddp", make_topology(nodes=1, nproc_per_node=2), log_dir=tmp_path)
+    assert plan.framework == "torch_ddp"
+    assert [p.log_file for p in plan.processes] == [
+        str(tmp_path / "worker-0.log"),
+        str(tmp_path / "worker-1.log"),
+    ]
