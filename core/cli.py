@@ -45,7 +45,12 @@ def setup_logging(debug: bool) -> None:
     """The launcher's own messages: one stderr sink, prefixed so they stand out from workers."""
     logger.remove()
     level = "DEBUG" if debug else "INFO"
-    logger.add(sys.stderr, level=level, format="malaunch: {level.name.lower()}: {message}")
+    # A format *string* cannot call .lower(); loguru accepts a function returning the template.
+    logger.add(sys.stderr, level=level, format=_log_format)
+
+
+def _log_format(record: Any) -> str:
+    return f"malaunch: {record['level'].name.lower()}: {{message}}\n{{exception}}"
 
 
 def _framework_option_names(framework: Framework) -> List[str]:

@@ -115,7 +115,7 @@ def test_malformed(env: Dict[str, str], message: str) -> None:
     with pytest.raises(TopologyError) as info:
         parse_data_paths(env)
     assert str(info.value) == message
-    assert info.value.exit_code == ExitCode.DATA_ERROR == 65
+    assert info.value.exit_code == ExitCode.DATA_ERROR
 
 
 def test_missing_paths(tmp_path: Path) -> None:
