@@ -11,8 +11,16 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from malaunch.conda import apply_conda
 from malaunch.context_env import context_env
 from malaunch.errors import TopologyError, UsageError
-from malaunch.models import LaunchPlan, PlanOptions, ProcessSpec, ResolveOptions, Topology
+from malaunch.models import (
+    DataPaths,
+    LaunchPlan,
+    PlanOptions,
+    ProcessSpec,
+    ResolveOptions,
+    Topology,
+)
 from malaunch.plugins import PluginSet
+from malaunch.topology.data import parse_data_paths
 
 AUTO = "auto"
 
@@ -22,13 +30,21 @@ def resolve_topology(
 ) -> Topology:
     """Resolve with the named source, or with the first ``auto`` source whose input exists."""
     if source != AUTO:
-        return plugins.source(source).resolve(environ, options)
+        return _with_data(plugins.source(source).resolve(environ, options), environ)
     for candidate in plugins.auto_sources():
         assert candidate.detect is not None  # auto_sources() keeps only detectable ones
         if candidate.detect(environ):
-            return candidate.resolve(environ, options)
+            return _with_data(candidate.resolve(environ, options), environ)
     msg = "no topology source matched this environment (is the local source disabled?)"
     raise TopologyError(msg)
+
+
+def _with_data(topology: Topology, environ: Mapping[str, str]) -> Topology:
+    """Data paths come from the same variables whatever the source, so a source (a
+    third-party one too) that leaves them empty gets them here."""
+    if topology.data != DataPaths():
+        return topology
+    return topology.model_copy(update={"data": parse_data_paths(environ)})
 
 
 def override_master(
