@@ -1,0 +1,173 @@
+"""A real third-party plugin package (examples/malaunch-example-plugin), installed with pip.
+
+CI installs it into the test virtualenv (scripts/test.sh, .ci/run); these tests fail, not
+skip, when it is missing. Duplicate and broken plugins are fake distributions written on the
+fly and put on PYTHONPATH, which exercises the same entry-point machinery without pip.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from malaunch.testing import clean_env, run_cli, write_fake_distribution
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "malaunch-example-plugin"
+DIST = "malaunch-example-plugin"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _example_installed() -> None:
+    try:
+        metadata.distribution(DIST)
+    except metadata.PackageNotFoundError:
+        pytest.fail(
+            f"{DIST} is not installed; run: {sys.executable} -m pip install {EXAMPLE}",
+            pytrace=False,
+        )
+
+
+def _static_env(tmp_path: Path, **extra: str) -> Dict[str, str]:
+    path = tmp_path / "cluster.json"
+    doc = {"hosts": ["127.0.0.1"], "nproc_per_node": 2, "master_port": 29555, "job_id": "demo"}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return clean_env({"STATIC_TOPOLOGY_FILE": str(path), **extra})
+
+
+def test_listed_with_distribution_and_version() -> None:
+    version = metadata.version(DIST)
+    result = run_cli(["plugins"])
+    assert result.code == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert ["echo", "framework", DIST, version] == rows[1 + [r[0] for r in rows[1:]].index("echo")][
+        :4
+    ]
+    result = run_cli(["plugins", "--json"])
+    by_name = {row["name"]: row for row in json.loads(result.stdout)}
+    for name, kind in (("echo", "framework"), ("static-file", "topology")):
+        row = by_name[name]
+        assert (row["kind"], row["distribution"], row["version"], row["plugin"]) == (
+            kind, DIST, version, "example",
+        )  # fmt: skip
+        assert row["hooks"] == [
+            "malaunch_register_frameworks",
+            "malaunch_register_topology_sources",
+        ]
+
+
+def test_plans_a_dry_run_with_its_source_chosen_by_auto(tmp_path: Path) -> None:
+    args = ["--framework", "echo", "--echo-greeting", "hello", "--log-dir", str(tmp_path / "l")]
+    result = run_cli([*args, "--dry-run", "--", "python", "x.py"], env=_static_env(tmp_path))
+    assert result.code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["framework"] == "echo"
+    assert plan["topology"]["source"] == "static-file"
+    assert [
+        (p["rank"], p["env"]["ECHO_RANK"], p["env"]["ECHO_GREETING"]) for p in plan["processes"]
+    ] == [
+        (0, "0", "hello"),
+        (1, "1", "hello"),
+    ]
+    assert {p["env"]["ECHO_MASTER"] for p in plan["processes"]} == {"127.0.0.1:29555"}
+    assert {p["env"]["PYTHONUNBUFFERED"] for p in plan["processes"]} == {"1"}
+    assert [p["log_file"] for p in plan["processes"]] == [
+        str(tmp_path / "l" / "echo-0.log"),
+        str(tmp_path / "l" / "echo-1.log"),
+    ]
+
+
+def test_its_option_is_in_the_help() -> None:
+    result = run_cli(["--help"])
+    assert result.code == 0
+    assert "--echo-greeting TEXT" in result.stdout
+    assert "[echo] Passed to every process as" in result.stdout
+
+
+def test_disabled_by_name(tmp_path: Path) -> None:
+    env = _static_env(tmp_path, MALAUNCH_DISABLE_PLUGINS="example")
+    listed = json.loads(run_cli(["plugins", "--json"], env=env).stdout)
+    assert not {"echo", "static-file"} & {row["name"] for row in listed}
+    result = run_cli(["--framework", "echo", "--dry-run", "--", "true"], env=env)
+    assert result.code == 78
+    assert result.stderr.startswith("malaunch: error: unknown framework 'echo' (installed: ")
+
+
+DUPLICATE = """\
+from malaunch.hookspecs import hookimpl
+from malaunch.models import Framework
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="echo", plan=lambda *args: None)]
+"""
+
+
+def test_duplicate_framework_name_is_exit_78_naming_both(tmp_path: Path) -> None:
+    write_fake_distribution(tmp_path, "malaunch-echo-clone", "2.0", {"clone": "fake_clone"},
+                            {"fake_clone": DUPLICATE})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path)})
+    for args in (["plugins"], ["--framework", "torch_ddp", "--dry-run", "--", "true"]):
+        result = run_cli(args, env=env)
+        assert result.code == 78, result.stderr
+        # Entry points come in no defined order, so either may be named first.
+        assert result.stderr.startswith("malaunch: error: framework 'echo' is registered twice: by")
+        assert f"plugin 'example' of distribution {DIST} {metadata.version(DIST)}" in result.stderr
+        assert "plugin 'clone' of distribution malaunch-echo-clone 2.0" in result.stderr
+        assert len(result.stderr.splitlines()) == 1
+
+
+def test_broken_plugin_is_exit_78_naming_the_distribution(tmp_path: Path) -> None:
+    write_fake_distribution(tmp_path, "malaunch-broken", "0.1", {"broken": "fake_broken"},
+                            {"fake_broken": "raise ImportError('needs libfoo')\n"})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path)})
+    result = run_cli(["--framework", "torch_ddp", "--dry-run", "--", "true"], env=env)
+    assert result.code == 78
+    assert result.stderr == (
+        "malaunch: error: cannot load plugin 'broken' of distribution malaunch-broken 0.1 "
+        "(fake_broken): ImportError: needs libfoo\n"
+    )
+    assert "Traceback" not in result.stderr
+    env["MALAUNCH_DISABLE_PLUGINS"] = "broken"
+    assert run_cli(["plugins"], env=env).code == 0
+
+
+CLASHING_OPTION = """\
+import click
+from malaunch.hookspecs import hookimpl
+from malaunch.models import Framework
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="clash", plan=lambda *a: None, options=[click.Option(["--log-dir"])])]
+"""
+
+
+def test_an_option_that_clashes_with_the_core_is_exit_78(tmp_path: Path) -> None:
+    write_fake_distribution(tmp_path, "malaunch-clash", "0.1", {"clash": "fake_clash"},
+                            {"fake_clash": CLASHING_OPTION})  # fmt: skip
+    result = run_cli(["--help"], env=clean_env({"PYTHONPATH": str(tmp_path)}))
+    assert result.code == 78
+    assert "framework 'clash' (plugin 'clash' of distribution malaunch-clash 0.1) adds option" in (
+        result.stderr
+    )
+
+
+def test_the_example_own_tests_pass_with_the_author_kit() -> None:
+    # Its tests use the malaunch_plan fixture, which comes from the pytest11 entry point.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE)],
+        env=clean_env(),
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 passed" in proc.stdout
