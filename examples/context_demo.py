@@ -18,17 +18,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from malaunch import context
+
+SERVE_SECONDS = 600.0  # upper bound for a service; malaunch normally stops it much sooner
 
 
 def main() -> int:
     ctx = context.current()
     print(json.dumps({**ctx.as_dict(), "pid": os.getpid()}, sort_keys=True))
-    if ctx.role == "scheduler":
-        # MindSpore's dynamic cluster starts its scheduler with this same command. A real
-        # script calls mindspore.communication.init() here, which serves the cluster until
-        # the workers are done; this demo has no cluster to serve, so it just ends.
+    if ctx.rank is None:
+        # A service process: a TensorFlow ps, or the MindSpore scheduler (which runs this same
+        # command; a real script calls mindspore.communication.init() there). Services serve
+        # until the workers are done, and malaunch counts one that ends early as a failure;
+        # so wait, as a ps's server.join() would, until malaunch stops it with SIGTERM.
+        time.sleep(SERVE_SECONDS)
         return 0
     if ctx.is_main:
         datasets = ", ".join(f"{name} -> {path}" for name, path in ctx.datasets.items())
