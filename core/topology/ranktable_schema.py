@@ -1,0 +1,142 @@
+"""What a parsed HCCL rank table is made of, and the checks every layout shares.
+
+The parsers turn a JSON document into plain named tuples (no pydantic per device: a
+1024-server table has 8192 devices and is parsed on every launch attempt); the public module
+builds the ``Topology`` model once from them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
+
+from malaunch.errors import TopologyError
+
+# Marks a key that is absent, as opposed to present with JSON null.
+MISSING: Any = object()
+
+
+class Entry(NamedTuple):
+    """One device of a server: global rank, physical device id, NIC address as written."""
+
+    rank: int
+    device_id: int
+    device_ip: Optional[str]
+
+
+class Server(NamedTuple):
+    """A template-1 ``server_list`` entry, or one template-2 pod (``instance_list`` entry)."""
+
+    server_id: str
+    devices: Tuple[Entry, ...]  # in file order
+    path: str  # JSON path of the entry, for messages
+    host_ip: Optional[str] = None
+    container_ip: Optional[str] = None
+    pod_name: Optional[str] = None
+
+
+class Table(NamedTuple):
+    """A validated, completed rank table."""
+
+    where: str  # "rank table /path/to/file", the prefix of every message about it
+    layout: str  # "template 1" or "template 2"
+    version: str  # "1.0" / "1.2" for template 1, "template 2" otherwise
+    servers: Tuple[Server, ...]  # rank order: the server holding the lowest rank first
+    raw: Mapping[str, Any]  # the document as read, for normalised rewriting
+    details: Tuple[str, ...] = ()  # extra human-readable lines (groups, super pods)
+
+    @property
+    def rank_count(self) -> int:
+        return sum(len(server.devices) for server in self.servers)
+
+
+def plural(count: int, word: str) -> str:
+    """``1 server``, ``2 servers``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def fail(where: str, path: str, what: str) -> NoReturn:
+    """Raise the one error type for a malformed table, naming file and JSON path."""
+    msg = f"{where}: {path}: {what}" if path else f"{where}: {what}"
+    raise TopologyError(msg)
+
+
+def shown(value: Any) -> str:
+    """A value as it appears in JSON, for messages."""
+    if value is MISSING:
+        return "nothing (the key is missing)"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def number(value: Any, where: str, path: str) -> int:
+    """A count or id written as a string of digits (every producer) or a JSON integer."""
+    if type(value) is str:
+        if value.isdigit() and value.isascii():
+            return int(value)
+    elif type(value) is int and value >= 0:
+        return value
+    fail(where, path, f'expected a non-negative integer such as "0", got {shown(value)}')
+
+
+def text(value: Any, where: str, path: str) -> str:
+    """A required, non-empty string."""
+    if type(value) is str and value:
+        return value
+    fail(where, path, f"expected a non-empty string, got {shown(value)}")
+
+
+def optional_text(value: Any, where: str, path: str) -> Optional[str]:
+    """An optional string; ``""`` counts as absent (ascend-operator writes empty keys)."""
+    if value is MISSING or value is None or value == "":
+        return None
+    if type(value) is str:
+        return value
+    fail(where, path, f"expected a string, got {shown(value)}")
+
+
+def a_list(value: Any, where: str, path: str) -> List[Any]:
+    """A required, non-empty JSON array."""
+    if type(value) is not list:
+        fail(where, path, f"expected a list, got {shown(value)}")
+    if not value:
+        fail(where, path, "is empty")
+    return value
+
+
+def an_object(value: Any, where: str, path: str) -> Dict[str, Any]:
+    if type(value) is not dict:
+        fail(where, path, f"expected an object, got {shown(value)}")
+    return value
+
+
+def check_count(declared: Any, actual: int, where: str, path: str, what: str) -> None:
+    """A declared ``*_count`` field, when present, must match what is listed."""
+    if declared is MISSING:
+        return
+    if number(declared, where, path) != actual:
+        fail(where, path, f"{shown(declared)} does not match the {actual} {what} listed")
+
+
+class UniqueIps:
+    """Device NIC addresses must be unique across the table (HCCL rejects duplicates).
+
+    ``""`` and ``"-1"`` (device plugin could not read the address) are not addresses and are
+    not compared; a comma-separated value lists several NICs of one device.
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.seen: Dict[str, str] = {}
+
+    def add(self, ip: Optional[str], path: str) -> None:
+        if not ip or ip == "-1":
+            return
+        for part in ip.split(",") if "," in ip else (ip,):
+            address = part.strip().lower()
+            if address in self.seen:
+                fail(
+                    self.where,
+                    path,
+                    f"duplicate device ip {shown(part)} (also {self.seen[address]})",
+                )
+            self.seen[address] = path

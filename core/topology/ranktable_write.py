@@ -1,0 +1,126 @@
+"""The template-1 file processes receive: converted from template 2, or template 1 normalised.
+
+Numbers are written as JSON strings (every producer but merge_hccl.py does so, and HCCL's
+acceptance of integers is not verified). Files are replaced atomically, so a process or a
+second launcher never reads a half-written table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence
+
+from malaunch.errors import LaunchError
+from malaunch.topology.ranktable_schema import Server, Table
+
+CONVERTED_NAME = "jobstart_hccl.json"
+
+
+def converted_path(env: Mapping[str, str], log_dir: str) -> Path:
+    """Where a converted table goes: ``$MA_MOUNT_PATH/rank_table/``, else the log dir's."""
+    base = env.get("MA_MOUNT_PATH") or log_dir
+    return (Path(base) / "rank_table" / CONVERTED_NAME).absolute()
+
+
+def v1_document(table: Table) -> Dict[str, Any]:
+    """The template-1 document equivalent to ``table``."""
+    if table.layout == "template 2":
+        return _from_template2(table.servers)
+    return _normalised(table)
+
+
+def _from_template2(servers: Sequence[Server]) -> Dict[str, Any]:
+    # Pods sharing a server_id (partial-node allocations) become one server entry, as in
+    # ModelArts' converter: template 1 requires unique server ids. Entries keep the order in
+    # which their first rank appears, devices their rank order. The parser has checked that
+    # such pods hold different devices.
+    merged: Dict[str, List[Dict[str, str]]] = {}
+    for server in servers:
+        devices = merged.setdefault(server.server_id, [])
+        for entry in server.devices:
+            device = {"device_id": str(entry.device_id)}
+            if entry.device_ip is not None:
+                device["device_ip"] = entry.device_ip
+            device["rank_id"] = str(entry.rank)
+            devices.append(device)
+    return {
+        "status": "completed",
+        "version": "1.0",
+        "server_count": str(len(merged)),
+        "server_list": [{"server_id": key, "device": value} for key, value in merged.items()],
+    }
+
+
+def _strings(item: Mapping[str, Any]) -> Dict[str, Any]:
+    return {key: str(value) if type(value) is int else value for key, value in item.items()}
+
+
+def _normalised(table: Table) -> Dict[str, Any]:
+    """Template 1 as read, with every integer written as a string; unknown keys kept."""
+    parsed = {server.server_id: server for server in table.servers}
+    server_list = []
+    for raw in table.raw["server_list"]:
+        server = parsed[raw["server_id"]]
+        entry = _strings(raw)
+        entry["device"] = [
+            dict(
+                _strings(device),
+                device_id=str(parsed_device.device_id),
+                rank_id=str(parsed_device.rank),
+            )
+            for device, parsed_device in zip(raw["device"], server.devices)
+        ]
+        server_list.append(entry)
+    document: Dict[str, Any] = {
+        "status": "completed",
+        "version": table.version,
+        "server_count": str(len(server_list)),
+    }
+    if table.raw.get("super_pod_list"):
+        document["super_pod_list"] = [
+            dict(_strings(pod), server_list=[_strings(member) for member in pod["server_list"]])
+            for pod in table.raw["super_pod_list"]
+        ]
+    document["server_list"] = server_list
+    return document
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """JSON text with one server per line: readable, and as fast as compact output."""
+    # json.dumps(indent=...) falls back to the pure-Python encoder, ~10x slower on big tables.
+    head = [
+        f"    {json.dumps(key)}: {json.dumps(value)}"
+        for key, value in document.items()
+        if key != "server_list"
+    ]
+    servers = ",\n".join(f"        {json.dumps(server)}" for server in document["server_list"])
+    head.append(f'    "server_list": [\n{servers}\n    ]')
+    return "{\n" + ",\n".join(head) + "\n}\n"
+
+
+def write_atomic(target: Path, content: str) -> None:
+    """Write via a temporary file in the same directory and ``os.replace``."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as exc:
+        msg = f"cannot write rank table {target}: {exc.strerror or exc}"
+        raise LaunchError(msg) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.chmod(temporary, 0o644)  # mkstemp makes 0600; processes may run as another user
+        os.replace(temporary, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            msg = f"cannot write rank table {target}: {exc.strerror or exc}"
+            raise LaunchError(msg) from exc
+        raise
