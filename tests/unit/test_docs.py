@@ -1,0 +1,81 @@
+"""docs/plugins.md documents every hook with its signature, and every field a plugin uses."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Callable, List, Type
+
+import pytest
+from pydantic import BaseModel
+
+from malaunch import hookspecs, testing
+from malaunch.models import Framework, PlanOptions, ProcessSpec, ResolveOptions, TopologySource
+from malaunch.plugins import load_plugins
+
+DOCS = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
+
+
+def _hookspecs() -> List[Callable[..., object]]:
+    specs = [
+        fn
+        for name, fn in vars(hookspecs).items()
+        if name.startswith("malaunch_") and hasattr(fn, f"{hookspecs.PROJECT}_spec")
+    ]
+    assert specs, "no hookspecs found"
+    return specs
+
+
+def signature_text(fn: Callable[..., object]) -> str:
+    """``name(param: Type, ...) -> Return`` as written in source (annotations are strings)."""
+    sig = inspect.signature(fn)
+    params = ", ".join(f"{p.name}: {p.annotation}" for p in sig.parameters.values())
+    return f"{fn.__name__}({params}) -> {sig.return_annotation}"
+
+
+@pytest.mark.parametrize("spec", _hookspecs(), ids=lambda fn: fn.__name__)
+def test_every_hook_is_documented_with_its_signature(spec: Callable[..., object]) -> None:
+    assert f"### `{signature_text(spec)}`" in DOCS
+
+
+@pytest.mark.parametrize("spec", _hookspecs(), ids=lambda fn: fn.__name__)
+def test_every_hook_docstring_sentence_is_in_the_docs(spec: Callable[..., object]) -> None:
+    # The first line of the docstring is the hook's summary; the docs repeat it.
+    summary = (inspect.getdoc(spec) or "<no docstring>").splitlines()[0]
+    assert summary.replace(":class:", "") in DOCS
+
+
+@pytest.mark.parametrize("cls", [Framework, TopologySource])
+def test_registration_fields_are_documented(cls: type) -> None:
+    for field in dataclasses.fields(cls):
+        assert f"| `{field.name}` |" in DOCS, f"{cls.__name__}.{field.name}"
+
+
+@pytest.mark.parametrize("model", [PlanOptions, ProcessSpec, ResolveOptions])
+def test_model_fields_are_documented(model: Type[BaseModel]) -> None:
+    for name in model.model_fields:
+        assert f"`{name}`" in DOCS, f"{model.__name__}.{name}"
+
+
+def test_author_kit_is_documented() -> None:
+    # Read from the source: pytest wraps fixtures in objects that are not plain functions.
+    tree = ast.parse(Path(testing.__file__).read_text(encoding="utf-8"))
+    public = [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+    ]
+    assert "make_topology" in public and "malaunch_plan" in public
+    missing = [name for name in public if f"`{name}(" not in DOCS and f"`{name}`" not in DOCS]
+    assert missing == []
+
+
+def test_built_in_framework_options_are_documented() -> None:
+    plugins = load_plugins(testing.clean_env())
+    for name in ("mindspore", "tensorflow_ps", "torch_ddp"):
+        assert f"### `{name}`" in DOCS
+        for option in plugins.framework(name).options:
+            spelled = [*option.opts, *option.secondary_opts]
+            assert any(flag in DOCS for flag in spelled), f"{name}: {spelled}"
