@@ -8,12 +8,14 @@ Docker's line continuations, comments, ``ENV``/``ARG`` substitution and exec-for
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import shlex
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+import click
 import pytest
 
 from malaunch.cli import build_launch_command
@@ -136,6 +138,12 @@ def help_options() -> Set[str]:
     return options
 
 
+@functools.cache
+def launch_command() -> click.Command:
+    return build_launch_command(load_plugins({}))
+
+
+@functools.cache
 def framework_owners() -> Dict[str, str]:
     """Option string -> the framework that contributes it."""
     plugins = load_plugins({})
@@ -162,9 +170,8 @@ def check_launch_args(args: Sequence[str], help_options: Set[str], where: str) -
     assert framework in set(owners.values()), f"{where}: unknown framework {framework}"
     foreign = [opt for opt in options if owners.get(opt, framework) != framework]
     assert not foreign, f"{where}: options of another framework than {framework}: {foreign}"
-    command_line = build_launch_command(load_plugins({}))
     # Parsing only (the callback does not run): option values must have the right type.
-    context = command_line.make_context("malaunch", list(args))
+    context = launch_command().make_context("malaunch", list(args))
     assert context.params["framework"] == framework
     assert list(context.params["command"]) == command
 
@@ -238,7 +245,7 @@ def start_commands(markdown: str) -> List[Tuple[str, List[str]]]:
         for line in body.replace("\\\n", " ").splitlines():
             argv: Optional[List[str]] = None
             if kind == "sh" and line.strip():
-                argv = shlex.split(line)
+                argv = shlex.split(line, comments=True)
             match = re.match(r"\s*(command|args):\s*(\[.*\])\s*$", line)
             if kind == "yaml" and match:
                 argv = json.loads(match.group(2))
@@ -254,6 +261,29 @@ def test_start_commands_doc_names_only_real_options(help_options: Set[str]) -> N
     assert len(commands) >= 10
     for where, args in commands:
         check_launch_args(args, help_options, where)
+
+
+def tool_options(tool: str) -> Set[str]:
+    """The ``--options`` of ``malaunch <tool> --help``."""
+    result = run_cli([tool, "--help"])
+    assert result.code == 0, result.stderr
+    return set(re.findall(r"^\s{2}(--[a-z][\w-]*)", result.stdout, flags=re.M))
+
+
+def test_platform_doc_commands_are_real(help_options: Set[str]) -> None:
+    """docs/platforms.md: every launch command and every ``malaunch <tool>`` line."""
+    commands = start_commands((REPO / "docs" / "platforms.md").read_text(encoding="utf-8"))
+    launches = [(where, args) for where, args in commands if args[0].startswith("--")]
+    frameworks = {args[args.index("--framework") + 1] for _, args in launches}
+    assert frameworks == {"mindspore", "tensorflow_ps", "torch_ddp"}
+    for where, args in launches:
+        check_launch_args(args, help_options, where)
+    tools = [(where, args) for where, args in commands if not args[0].startswith("--")]
+    assert tools, "the debugging section shows `malaunch topology`"
+    for where, args in tools:
+        known = tool_options(args[0])
+        unknown = [a for a in args[1:] if a.startswith("--") and a not in known]
+        assert not unknown, f"{where}: not options of `malaunch {args[0]}`: {unknown}"
 
 
 def test_the_checker_rejects_what_it_should(help_options: Set[str]) -> None:
