@@ -85,11 +85,13 @@ def finalize_plan(
     plan = apply_conda(plan, environ, conda_env)
     processes: List[ProcessSpec] = []
     for spec in plan.processes:
-        env = dict(spec.env)
-        env.update(context_env(plan.topology, spec, plan.framework))
+        env = {**spec.env, **extra_env}
+        # The context describes the env the process really gets (``--env`` included); an
+        # explicit ``--env MALAUNCH_CONTEXT=...`` still wins.
+        context = context_env(plan.topology, spec.model_copy(update={"env": env}), plan.framework)
+        env = {**context, **env}
         if "PYTHONUNBUFFERED" not in environ and "PYTHONUNBUFFERED" not in env:
             env["PYTHONUNBUFFERED"] = "1"
-        env.update(extra_env)
         processes.append(spec.model_copy(update={"env": env}))
     return plan.model_copy(update={"processes": tuple(processes)})
 

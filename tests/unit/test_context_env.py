@@ -180,3 +180,21 @@ def test_a_spec_without_rank_or_device_in_a_bare_topology() -> None:
     payload = json.loads(context_env(plan.topology, spec, "custom")[CONTEXT_VAR])
     assert payload["rank"] is None and payload["device"] is None and payload["agent"] is None
     assert (payload["world_size"], payload["framework"], payload["role"]) == (1, "custom", "helper")
+
+
+def test_the_context_follows_user_env_overrides() -> None:
+    plugins = load_plugins({})
+    plan = build_plan(
+        plugins,
+        {},
+        framework="torch_ddp",
+        source="local",
+        command=["python", "t.py"],
+        resolve_options=ResolveOptions(nproc_per_node=1, log_dir="logs"),
+        plan_options=PlanOptions(log_dir="logs"),
+        extra_env={"MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "2345"},
+    )
+    (spec,) = plan.processes
+    ctx = from_environ(spec.env)
+    assert (ctx.master_addr, ctx.master_port) == ("10.9.9.9", 2345)
+    assert spec.env["MASTER_ADDR"] == "10.9.9.9"
