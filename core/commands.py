@@ -150,3 +150,17 @@ def ranktable_convert(source: Path, target: Path) -> None:
     from malaunch.topology import ranktable  # noqa: PLC0415
 
     click.echo(ranktable.convert_file(source, target))
+
+
+@tools.command(
+    "simulate",
+    add_help_option=False,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def simulate_command(args: Tuple[str, ...]) -> int:
+    """Run a multi-node job on this machine (see `malaunch simulate --help`)."""
+    # The real parser needs the installed frameworks' options, so it is built in simulate.py.
+    from malaunch import simulate  # noqa: PLC0415
+
+    return simulate.main(args, os.environ)
