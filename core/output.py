@@ -1,0 +1,140 @@
+"""Worker output: which ranks reach the console, and whole-line relaying with a prefix.
+
+Log files get the raw bytes of each process; the console gets a copy of chosen processes with a
+``[rank N]`` prefix. Lines are cut per process and written as whole lines only, so two ranks'
+output can never be split or merged on the console (honcho's ``Printer``, torch's ``TailLog``).
+Everything here works on bytes in large chunks: decoding or logging line by line would make the
+launcher the bottleneck of a chatty job.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, FrozenSet, Optional
+
+from malaunch.errors import UsageError
+from malaunch.models import ProcessSpec
+
+# A process that never prints a newline (progress bars with \r) must not grow the buffer
+# without bound; past this size the partial line goes out as a line of its own.
+MAX_PARTIAL_LINE = 1 << 20
+
+ConsoleWriter = Callable[[bytes], None]
+
+
+class RankSelection:
+    """The processes ``--console-ranks`` selects: ``all``, ``none`` or ranks like ``0,3-5``."""
+
+    def __init__(self, ranks: Optional[FrozenSet[int]]) -> None:
+        self.ranks = ranks  # None means every process
+
+    def selects(self, spec: ProcessSpec) -> bool:
+        """Whether this process's output is echoed to the console."""
+        if self.ranks is None:
+            return True
+        return spec.rank is not None and spec.rank in self.ranks
+
+
+def parse_console_ranks(spec: str) -> RankSelection:
+    """Parse ``--console-ranks``: ``all``, ``none``, or comma-separated ranks and ranges."""
+    text = spec.strip().lower()
+    if text == "all":
+        return RankSelection(None)
+    if text == "none":
+        return RankSelection(frozenset())
+    ranks: set[int] = set()
+    for item in text.split(","):
+        ranks.update(_parse_rank_item(spec, item.strip()))
+    return RankSelection(frozenset(ranks))
+
+
+def _parse_rank_item(spec: str, item: str) -> range:
+    low, sep, high = item.partition("-")
+    if not (low.isdigit() and (not sep or high.isdigit())):
+        msg = f"--console-ranks {spec!r}: expected all, none, or ranks like 0,3-5 (got {item!r})"
+        raise UsageError(msg)
+    first, last = int(low), int(high) if sep else int(low)
+    if last < first:
+        msg = f"--console-ranks {spec!r}: range {item!r} ends before it starts"
+        raise UsageError(msg)
+    return range(first, last + 1)
+
+
+def describe(spec: ProcessSpec) -> str:
+    """How the launcher names a process: ``rank 3``, ``ps 0``, ``scheduler``."""
+    if spec.rank is not None:
+        return f"{'rank' if spec.role == 'worker' else spec.role} {spec.rank}"
+    if spec.local_rank is not None:
+        return f"{spec.role} {spec.local_rank}"
+    return spec.role
+
+
+def console_prefix(spec: ProcessSpec) -> bytes:
+    """The console prefix of a process's lines, e.g. ``b"[rank 3] "`` or ``b"[scheduler] "``."""
+    return f"[{describe(spec)}] ".encode()
+
+
+class LineRelay:
+    """Cuts one process's output into whole lines and prefixes them for the console."""
+
+    def __init__(self, prefix: bytes, write: ConsoleWriter) -> None:
+        self.prefix = prefix
+        self.write = write
+        self.partial = b""
+
+    def feed(self, chunk: bytes) -> None:
+        """Echo the complete lines in ``chunk``; keep an unfinished last line for later."""
+        data = self.partial + chunk if self.partial else chunk
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) < MAX_PARTIAL_LINE:
+            self.partial = data
+            return
+        if end == 0:  # an overlong unfinished line goes out as a line of its own
+            self.partial = b""
+            self.write(self._prefixed(data + b"\n"))
+            return
+        self.partial = data[end:]
+        self.write(self._prefixed(data[:end]))
+
+    def flush(self) -> None:
+        """At end of output: echo what is left as a final line of its own."""
+        if self.partial:
+            self.write(self._prefixed(self.partial + b"\n"))
+            self.partial = b""
+
+    def _prefixed(self, lines: bytes) -> bytes:
+        # One C-level replace instead of a Python loop over lines.
+        body = lines[:-1].replace(b"\n", b"\n" + self.prefix)
+        return self.prefix + body + b"\n"
+
+
+class FdConsole:
+    """Writes whole-line blocks to a file descriptor (stdout by default).
+
+    A closed console (``malaunch ... | head``) must not stop the job: after the first error the
+    console copy is dropped while the log files stay complete.
+    """
+
+    def __init__(self, fd: int = 1) -> None:
+        self.fd = fd
+        self.broken = False
+
+    def __call__(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and not self.broken:
+            try:
+                written = os.write(self.fd, view)
+            except BlockingIOError:
+                _wait_writable(self.fd)
+                continue
+            except OSError:
+                self.broken = True
+                return
+            view = view[written:]
+
+
+def _wait_writable(fd: int) -> None:
+    """Block until a non-blocking console accepts more data (a full terminal or pipe)."""
+    import select  # noqa: PLC0415 (rare path)
+
+    select.select([], [fd], [])

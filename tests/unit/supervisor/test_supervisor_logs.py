@@ -1,0 +1,114 @@
+"""Log files and the console copy: complete, in order, whole lines, chosen ranks only."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import List
+
+import pytest
+from jobs import Job, kill_quietly
+
+from malaunch.errors import UsageError
+
+LINES = 200_000
+
+
+def expected_lines(rank: int, count: int) -> List[bytes]:
+    return [b"rank%d line %d" % (rank, i) for i in range(count)]
+
+
+def test_every_line_of_four_chatty_ranks_with_a_crash(job: Job) -> None:
+    """4 x 200,000 lines through a real stdout; rank 3 dies of SIGKILL after a partial line."""
+    done = [str(job.root / f"done{rank}") for rank in range(3)]
+    specs = [job.spec(rank, "--lines", str(LINES), "--done-file", done[rank]) for rank in range(3)]
+    crash = job.spec(
+        3,
+        "--lines",
+        str(LINES),
+        "--partial",
+        "last words",
+        "--wait-files",
+        *done,
+        "--kill-self",
+        "SIGKILL",
+    )
+    driver = job.start_driver(job.plan(*specs, crash))
+    try:
+        stdout, _ = driver.communicate(timeout=60)
+    finally:
+        kill_quietly(driver)
+    assert driver.returncode == 128 + signal.SIGKILL
+    for rank, spec in enumerate([*specs, crash]):
+        log = Path(spec.log_file).read_bytes().split(b"\n")
+        tail = [b"last words"] if rank == 3 else [b""]
+        assert log == [*expected_lines(rank, LINES), *tail], f"log of rank {rank}"
+    console = stdout.encode().split(b"\n")
+    assert console[-1] == b""  # the console ends with a whole line
+    for rank in range(4):
+        prefix = b"[rank %d] " % rank
+        mine = [line[len(prefix) :] for line in console if line.startswith(prefix)]
+        tail = [b"last words"] if rank == 3 else []
+        assert mine == [*expected_lines(rank, LINES), *tail], f"console copy of rank {rank}"
+    # Nothing else: a line split or merged across ranks would lack a prefix or break a count.
+    assert len(console) - 1 == 4 * LINES + 1
+
+
+def test_partial_last_line_and_prefixes(job: Job) -> None:
+    printed = [str(job.root / name) for name in ("ps-printed", "scheduler-printed")]
+    ps = job.spec(
+        1, "--lines", "1", "--done-file", printed[0], "--sleep", "60", role="ps", service=True
+    )
+    scheduler = job.spec(
+        None,
+        "--lines",
+        "1",
+        "--done-file",
+        printed[1],
+        "--sleep",
+        "60",
+        role="scheduler",
+        service=True,
+    )
+    worker = job.spec(0, "--lines", "2", "--partial", "no newline", "--wait-files", *printed)
+    # The services' lines were printed before they were stopped: they are not lost.
+    assert job.run(job.plan(worker, ps, scheduler)) == 0
+    lines = sorted(bytes(job.console).split(b"\n"))
+    assert lines == sorted(
+        [
+            b"",
+            b"[rank 0] rank0 line 0",
+            b"[rank 0] rank0 line 1",
+            b"[rank 0] no newline",
+            b"[ps 1] ps1 line 0",
+            b"[scheduler] scheduler line 0",
+        ]
+    )
+    assert job.log(worker) == b"rank0 line 0\nrank0 line 1\nno newline"
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"), [("all", [0, 1, 2, 3]), ("none", []), ("0,2-3", [0, 2, 3]), ("3", [3])]
+)
+def test_console_ranks_choose_what_is_echoed(job: Job, spec: str, shown: List[int]) -> None:
+    specs = [job.spec(rank, "--lines", "3") for rank in range(4)]
+    assert job.run(job.plan(*specs), console_ranks=spec) == 0
+    echoed = {int(line.split(b"]")[0][6:]) for line in bytes(job.console).splitlines()}
+    assert sorted(echoed) == shown
+    for rank, process in enumerate(specs):  # the log files are complete whatever is echoed
+        assert job.log(process).splitlines() == expected_lines(rank, 3)
+
+
+@pytest.mark.parametrize("bad", ["", "some", "1-", "3-1", "-2", "1,,2"])
+def test_bad_console_ranks_is_a_usage_error_before_anything_starts(job: Job, bad: str) -> None:
+    with pytest.raises(UsageError, match="--console-ranks"):
+        job.run(job.plan(job.spec(0)), console_ranks=bad)
+    assert job.pid_files() == 0
+    assert not job.log_dir.exists()
+
+
+def test_restart_appends_to_the_log(job: Job) -> None:
+    spec = job.spec(0, "--lines", "1", "--fail-before", "1")
+    assert job.run(job.plan(spec), max_restarts=1) == 0
+    # Attempt 0 printed its line and failed; attempt 1 printed it again, after it.
+    assert job.log(spec) == b"rank0 line 0\nrank0 line 0\n"

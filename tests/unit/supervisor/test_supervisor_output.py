@@ -1,0 +1,95 @@
+"""Console-rank selection and whole-line relaying, without processes."""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import pytest
+from jobs import Job
+
+from malaunch.output import (
+    MAX_PARTIAL_LINE,
+    FdConsole,
+    LineRelay,
+    console_prefix,
+    describe,
+    parse_console_ranks,
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "ranks"),
+    [
+        ("all", None),
+        ("ALL", None),
+        ("none", frozenset()),
+        ("0,3-5", frozenset({0, 3, 4, 5})),
+        (" 2 , 7 ", frozenset({2, 7})),
+        ("4-4", frozenset({4})),
+    ],
+)
+def test_parse_console_ranks(spec: str, ranks: Optional[frozenset]) -> None:
+    assert parse_console_ranks(spec).ranks == ranks
+
+
+def test_selection_by_rank(job: Job) -> None:
+    chosen = parse_console_ranks("1")
+    assert chosen.selects(job.spec(1))
+    assert not chosen.selects(job.spec(2))
+    assert not chosen.selects(job.spec(None, role="scheduler"))
+    assert parse_console_ranks("all").selects(job.spec(None, role="scheduler"))
+
+
+def test_names_and_prefixes(job: Job) -> None:
+    assert describe(job.spec(3)) == "rank 3"
+    assert describe(job.spec(0, role="ps")) == "ps 0"
+    assert console_prefix(job.spec(None, role="scheduler")) == b"[scheduler] "
+    assert console_prefix(job.spec(12)) == b"[rank 12] "
+
+
+def test_relay_writes_whole_lines_only() -> None:
+    out: List[bytes] = []
+    relay = LineRelay(b"[rank 1] ", out.append)
+    relay.feed(b"one\ntw")
+    relay.feed(b"o")
+    relay.feed(b"\nthree\nfo")
+    assert out == [b"[rank 1] one\n", b"[rank 1] two\n[rank 1] three\n"]
+    relay.flush()
+    assert out[-1] == b"[rank 1] fo\n"
+    relay.flush()
+    assert len(out) == 3  # nothing left to flush twice
+
+
+def test_relay_keeps_empty_lines() -> None:
+    out: List[bytes] = []
+    LineRelay(b"> ", out.append).feed(b"\n\nx\n")
+    assert out == [b"> \n> \n> x\n"]
+
+
+def test_overlong_unfinished_line_goes_out_on_its_own() -> None:
+    out: List[bytes] = []
+    relay = LineRelay(b"> ", out.append)
+    relay.feed(b"x" * (MAX_PARTIAL_LINE - 1))
+    assert out == []
+    relay.feed(b"yy")
+    assert out == [b"> " + b"x" * (MAX_PARTIAL_LINE - 1) + b"yy\n"]
+
+
+def test_closed_console_is_dropped_quietly() -> None:
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    console = FdConsole(write_fd)
+    console(b"line\n")  # EPIPE: SIGPIPE is ignored by Python, the error is swallowed
+    assert console.broken
+    console(b"more\n")
+    os.close(write_fd)
+
+
+def test_console_writes_everything_to_a_pipe() -> None:
+    read_fd, write_fd = os.pipe()
+    console = FdConsole(write_fd)
+    console(b"a\nb\n")
+    os.close(write_fd)
+    assert os.read(read_fd, 100) == b"a\nb\n"
+    os.close(read_fd)

@@ -1,0 +1,72 @@
+"""The master-port pre-flight check."""
+
+from __future__ import annotations
+
+import socket
+from typing import Iterator
+
+import pytest
+from jobs import topology
+
+from malaunch.errors import LaunchError
+from malaunch.models import LaunchPlan, Node
+from malaunch.preflight import check_master_port
+
+
+def plan_with(port: int, node_rank: int = 0) -> LaunchPlan:
+    nodes = (Node(index=0, host="127.0.0.1"), Node(index=1, host="127.0.0.2"))
+    topo = topology().model_copy(
+        update={"master_port": port, "nodes": nodes, "node_rank": node_rank}
+    )
+    return LaunchPlan(framework="test", topology=topo, processes=())
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A port something listens on, on loopback only (the check must still see it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield int(server.getsockname()[1])
+
+
+def test_taken_port_on_the_master_is_an_error(listening_port: int) -> None:
+    with pytest.raises(
+        LaunchError,
+        match=rf"master port {listening_port} is already in use.*"
+        r"--master-port or MALAUNCH_MASTER_PORT",
+    ):
+        check_master_port(plan_with(listening_port))
+
+
+def test_other_nodes_do_not_check(listening_port: int) -> None:
+    check_master_port(plan_with(listening_port, node_rank=1))
+
+
+def test_free_port_passes() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    check_master_port(plan_with(port))  # closed again: free
+
+
+def test_port_in_time_wait_is_not_taken() -> None:
+    """A connection of a finished run lingering in TIME_WAIT must not block the next run."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = int(server.getsockname()[1])
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server side closes first: its end goes to TIME_WAIT
+        client.close()
+    check_master_port(plan_with(port))
+
+
+def test_no_port_no_check() -> None:
+    plan = plan_with(1)
+    plan = plan.model_copy(
+        update={"topology": plan.topology.model_copy(update={"master_port": None})}
+    )
+    check_master_port(plan)
