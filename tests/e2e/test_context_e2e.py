@@ -165,3 +165,75 @@ def test_malformed_context_is_a_clear_error_in_the_script(tmp_path: Path, bad: s
     )  # fmt: skip
     assert result.code == 1
     assert "ValueError: malaunch.context: environment variable MALAUNCH_CONTEXT:" in result.stdout
+
+
+def simulated_contexts(
+    tmp_path: Path, args: Sequence[str], service_log: str = "-"
+) -> List[Dict[str, Any]]:
+    """Run the demo with ``malaunch simulate``; the contexts of every process of every node.
+    ``service_log`` is relative to the simulation's log dir."""
+    log_dir = tmp_path / "sim"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(WRAPPER, encoding="utf-8")
+    service = str(log_dir / service_log) if service_log != "-" else "-"
+    result = run_cli(
+        ["simulate", *args, "--log-dir", str(log_dir), "--console-ranks", "none",
+         "--", sys.executable, str(wrapper), str(DEMO), service],
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    contexts = []
+    for summary_file in sorted(log_dir.glob("node-*/malaunch-summary.json")):
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        for entry in summary["processes"]:
+            text = Path(entry["log_file"]).read_text(encoding="utf-8")
+            contexts.extend(json.loads(line) for line in text.splitlines() if line.startswith("{"))
+    return contexts
+
+
+def test_simulated_octopus_job_two_nodes_torch_ddp(tmp_path: Path) -> None:
+    contexts = simulated_contexts(
+        tmp_path,
+        ["--nodes", "2", "--nproc-per-node", "2", "--platform", "octopus",
+         "--framework", "torch_ddp"],
+    )  # fmt: skip
+    found = sorted((c["rank"], c["node_rank"], c["local_rank"]) for c in contexts)
+    assert found == [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)]
+    masters = {(c["master_addr"], c["master_port"]) for c in contexts}
+    assert len(masters) == 1
+    for ctx in contexts:
+        assert (ctx["world_size"], ctx["nnodes"], ctx["source"]) == (4, 2, "volcano")
+        # The simulated Octopus node's DATASET_MAP reached the script.
+        assert list(ctx["datasets"]) == ["dataset-0"]
+        assert ctx["datasets"]["dataset-0"].endswith("dataset-0")
+        assert ctx["result_dir"] and ctx["model_dir"]
+
+
+def test_simulated_modelarts_rank_table_mindspore(tmp_path: Path) -> None:
+    contexts = simulated_contexts(
+        tmp_path,
+        ["--nodes", "2", "--nproc-per-node", "2", "--platform", "modelarts",
+         "--ranktable-delay", "0", "--first-device-id", "4", "--framework", "mindspore"],
+    )  # fmt: skip
+    found = sorted((c["rank"], c["node_rank"], c["device"], c["device_id"]) for c in contexts)
+    # In-container index and physical NPU id are both kept: NPUs 4 and 5 appear as 0 and 1.
+    assert found == [(0, 0, 0, 4), (1, 0, 1, 5), (2, 1, 0, 4), (3, 1, 1, 5)]
+    for ctx in contexts:
+        assert (ctx["world_size"], ctx["source"], ctx["framework"]) == (4, "ranktable", "mindspore")
+        assert ctx["job_id"].startswith("modelarts-job")
+
+
+def test_simulated_tf_ps_job_one_node_per_task(tmp_path: Path) -> None:
+    contexts = simulated_contexts(
+        tmp_path,
+        ["--nodes", "2", "--num-ps", "1", "--platform", "tf-ps", "--framework", "tensorflow_ps"],
+        service_log="node-0/ps-0.log",
+    )
+    found = sorted(
+        (c["role"], c["node_rank"], -1 if c["rank"] is None else c["rank"]) for c in contexts
+    )
+    assert found == [("ps", 0, -1), ("worker", 1, 0), ("worker", 2, 1)]
+    chief = {(c["master_addr"], c["master_port"]) for c in contexts}
+    assert len(chief) == 1
+    for ctx in contexts:
+        assert (ctx["world_size"], ctx["nnodes"], ctx["source"]) == (2, 3, "tf-ps")
