@@ -129,12 +129,18 @@ def help_options() -> Set[str]:
     """Every ``--option`` the installed ``malaunch --help`` lists."""
     result = run_cli(["--help"])
     assert result.code == 0, result.stderr
+    options = options_in_help(result.stdout)
+    assert {"--framework", "--conda-env", "--dry-run"} <= options
+    return options
+
+
+def options_in_help(text: str) -> Set[str]:
+    """The option strings of click's help: the first column of each option line."""
     options: Set[str] = set()
-    for line in result.stdout.splitlines():
+    for line in text.splitlines():
         if re.match(r"\s{2}(-\w, )?--", line):
             first_column = re.split(r"\s{2,}", line.strip())[0]
             options.update(re.findall(r"--[a-z][\w-]*", first_column))
-    assert {"--framework", "--conda-env", "--dry-run"} <= options
     return options
 
 
@@ -267,7 +273,7 @@ def tool_options(tool: str) -> Set[str]:
     """The ``--options`` of ``malaunch <tool> --help``."""
     result = run_cli([tool, "--help"])
     assert result.code == 0, result.stderr
-    return set(re.findall(r"^\s{2}(--[a-z][\w-]*)", result.stdout, flags=re.M))
+    return options_in_help(result.stdout)
 
 
 def test_platform_doc_commands_are_real(help_options: Set[str]) -> None:
@@ -282,7 +288,8 @@ def test_platform_doc_commands_are_real(help_options: Set[str]) -> None:
     assert tools, "the debugging section shows `malaunch topology`"
     for where, args in tools:
         known = tool_options(args[0])
-        unknown = [a for a in args[1:] if a.startswith("--") and a not in known]
+        head = args[1 : args.index("--")] if "--" in args else args[1:]
+        unknown = [a for a in head if a.startswith("--") and a not in known]
         assert not unknown, f"{where}: not options of `malaunch {args[0]}`: {unknown}"
 
 
