@@ -8,6 +8,7 @@ third-party package declares its own, and are loaded here like any other.
 from __future__ import annotations
 
 import dataclasses
+import re
 from importlib import metadata
 from typing import Any, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar
 
@@ -69,18 +70,25 @@ class PluginSet:
         return sorted(found, key=lambda s: (s.auto_order, s.name))
 
 
-def _entry_points() -> List[metadata.EntryPoint]:
-    eps: Any = metadata.entry_points()
-    if hasattr(eps, "select"):
-        return list(eps.select(group=ENTRY_POINT_GROUP))
-    return list(eps.get(ENTRY_POINT_GROUP, []))  # Python 3.9 returns a dict
+def _entry_points() -> List[Tuple[metadata.EntryPoint, Origin]]:
+    """Every entry point of the group, with the distribution that declares it.
 
-
-def _origin(ep: metadata.EntryPoint) -> Origin:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return Origin(ep.name, "unknown", "?")
-    return Origin(ep.name, dist.metadata["Name"], dist.version)
+    Distributions are walked one by one because Python 3.9's entry points do not know their
+    distribution. One found twice on sys.path (e.g. an installed copy next to a source tree)
+    counts once, the first found, as ``metadata.entry_points()`` does on 3.10+.
+    """
+    found: List[Tuple[metadata.EntryPoint, Origin]] = []
+    seen = set()
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or "unknown"
+        key = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503 normalisation
+        if key in seen:
+            continue
+        seen.add(key)
+        for ep in dist.entry_points:
+            if ep.group == ENTRY_POINT_GROUP:
+                found.append((ep, Origin(ep.name, name, dist.version)))
+    return found
 
 
 def _disabled(environ: Mapping[str, str]) -> set[str]:
@@ -170,10 +178,9 @@ def load_plugins(
     pm.add_hookspecs(hookspecs)
     disabled = _disabled(environ)
     origins: Dict[str, Origin] = {}
-    for ep in _entry_points():
+    for ep, origin in _entry_points():
         if ep.name in disabled:
             continue
-        origin = _origin(ep)
         if _seen_before(origins, origin):
             continue
         origins[ep.name] = origin
