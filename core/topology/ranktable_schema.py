@@ -117,6 +117,28 @@ def check_count(declared: Any, actual: int, where: str, path: str, what: str) ->
         fail(where, path, f"{shown(declared)} does not match the {actual} {what} listed")
 
 
+def digits_at(item: Mapping[str, Any], key: str, where: str, list_path: str, index: int) -> int:
+    """``item[key]`` as a number; the JSON path is only spelled out when it is wrong.
+
+    This and :func:`text_at` run for every device of the table: the common case (a string of
+    ASCII digits, a plain string) costs no path formatting.
+    """
+    value = item.get(key, MISSING)
+    if type(value) is str and value.isdigit() and value.isascii():
+        return int(value)
+    return number(value, where, f"{list_path}[{index}].{key}")
+
+
+def text_at(
+    item: Mapping[str, Any], key: str, where: str, list_path: str, index: int
+) -> Optional[str]:
+    """``item[key]`` as an optional string (``""`` counts as absent)."""
+    value = item.get(key)
+    if type(value) is str:
+        return value or None
+    return optional_text(item.get(key, MISSING), where, f"{list_path}[{index}].{key}")
+
+
 class UniqueIps:
     """Device NIC addresses must be unique across the table (HCCL rejects duplicates).
 
@@ -126,17 +148,18 @@ class UniqueIps:
 
     def __init__(self, where: str) -> None:
         self.where = where
-        self.seen: Dict[str, str] = {}
+        self.seen: Dict[str, Tuple[str, int]] = {}  # address -> (device list path, index)
 
-    def add(self, ip: Optional[str], path: str) -> None:
+    def add(self, ip: Optional[str], list_path: str, index: int) -> None:
         if not ip or ip == "-1":
             return
         for part in ip.split(",") if "," in ip else (ip,):
             address = part.strip().lower()
             if address in self.seen:
-                fail(
-                    self.where,
-                    path,
-                    f"duplicate device ip {shown(part)} (also {self.seen[address]})",
+                other_list, other_index = self.seen[address]
+                what = (
+                    f"duplicate device ip {shown(part)} "
+                    f"(also {other_list}[{other_index}].device_ip)"
                 )
-            self.seen[address] = path
+                fail(self.where, f"{list_path}[{index}].device_ip", what)
+            self.seen[address] = (list_path, index)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from malaunch.topology.ranktable_bulk import device_list, numbers
 from malaunch.topology.ranktable_schema import (
     MISSING,
     Entry,
@@ -17,11 +18,12 @@ from malaunch.topology.ranktable_schema import (
     a_list,
     an_object,
     check_count,
+    digits_at,
     fail,
-    number,
     optional_text,
     shown,
     text,
+    text_at,
 )
 from malaunch.topology.ranktable_superpod import SuperIds, check_super_pods, super_device_ids
 
@@ -59,31 +61,45 @@ def parse_template1(data: Mapping[str, Any], where: str, version: str) -> Table:
 
 def _server(raw: Dict[str, Any], path: str, where: str, ips: UniqueIps) -> Server:
     server_id = text(raw.get("server_id", MISSING), where, f"{path}.server_id")
-    devices = a_list(raw.get("device", MISSING), where, f"{path}.device")
-    entries: List[Entry] = []
-    first_seen: Dict[int, int] = {}
-    for index, item in enumerate(devices):
-        dpath = f"{path}.device[{index}]"
-        device = an_object(item, where, dpath)
-        device_id = number(device.get("device_id", MISSING), where, f"{dpath}.device_id")
-        if device_id in first_seen:
-            what = (
-                f"duplicate device id {shown(device['device_id'])} in server {server_id} "
-                f"(also {path}.device[{first_seen[device_id]}])"
-            )
-            fail(where, f"{dpath}.device_id", what)
-        first_seen[device_id] = index
-        device_ip = optional_text(device.get("device_ip", MISSING), where, f"{dpath}.device_ip")
-        ips.add(device_ip, f"{dpath}.device_ip")
-        rank = number(device.get("rank_id", MISSING), where, f"{dpath}.rank_id")
-        entries.append(Entry(rank, device_id, device_ip))
+    list_path = f"{path}.device"
+    devices = a_list(raw.get("device", MISSING), where, list_path)
+    ranks = numbers(devices, "rank_id")
+    common = device_list(devices, list_path, {}, ips.seen) if ranks is not None else None
+    if ranks is not None and common is not None:
+        entries = tuple(map(Entry, ranks, *common))
+    else:
+        entries = _devices_one_by_one(devices, list_path, server_id, where, ips)
     return Server(
         server_id=server_id,
-        devices=tuple(entries),
+        devices=entries,
         path=path,
         host_ip=optional_text(raw.get("host_ip", MISSING), where, f"{path}.host_ip"),
         container_ip=optional_text(raw.get("container_ip", MISSING), where, f"{path}.container_ip"),
     )
+
+
+def _devices_one_by_one(
+    devices: List[Any], list_path: str, server_id: str, where: str, ips: UniqueIps
+) -> Tuple[Entry, ...]:
+    """Each device checked on its own: accepts any valid spelling, names what is wrong."""
+    entries: List[Entry] = []
+    first_seen: Dict[int, int] = {}
+    for index, device in enumerate(devices):
+        if type(device) is not dict:
+            an_object(device, where, f"{list_path}[{index}]")
+        device_id = digits_at(device, "device_id", where, list_path, index)
+        if device_id in first_seen:
+            what = (
+                f"duplicate device id {shown(device['device_id'])} in server {server_id} "
+                f"(also {list_path}[{first_seen[device_id]}])"
+            )
+            fail(where, f"{list_path}[{index}].device_id", what)
+        first_seen[device_id] = index
+        device_ip = text_at(device, "device_ip", where, list_path, index)
+        ips.add(device_ip, list_path, index)
+        rank = digits_at(device, "rank_id", where, list_path, index)
+        entries.append(Entry(rank, device_id, device_ip))
+    return tuple(entries)
 
 
 def _check_host_ips(servers: List[Server], where: str) -> None:

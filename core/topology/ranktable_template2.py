@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from malaunch.topology.ranktable_bulk import Places, device_list
 from malaunch.topology.ranktable_schema import (
     MISSING,
     Entry,
@@ -20,12 +21,13 @@ from malaunch.topology.ranktable_schema import (
     a_list,
     an_object,
     check_count,
+    digits_at,
     fail,
     number,
-    optional_text,
     plural,
     shown,
     text,
+    text_at,
 )
 
 
@@ -33,7 +35,8 @@ class _Pod(NamedTuple):
     order: Optional[int]  # the integer after the last "-" of pod_name
     name: str
     server_id: str
-    devices: List[Tuple[int, Optional[str]]]  # (device_id, device_ip) in list order
+    device_ids: List[int]  # in list order
+    device_ips: List[Optional[str]]
     path: str
 
 
@@ -47,7 +50,7 @@ class _Seen:
         self.pods: Dict[str, str] = {}
         # Pods on one node (shared server_id) are merged into one template-1 server, so they
         # must not claim the same physical device.
-        self.node_devices: Dict[str, Dict[int, str]] = {}
+        self.node_devices: Dict[str, Places] = {}
 
 
 def parse_template2(data: Mapping[str, Any], where: str) -> Table:
@@ -102,7 +105,7 @@ def _group_pods(
         "instances",
     )
     pods = [_pod(item, f"{path}.instance_list[{i}]", seen) for i, item in enumerate(instances)]
-    listed = sum(len(pod.devices) for pod in pods)
+    listed = sum(len(pod.device_ids) for pod in pods)
     if listed != device_count:
         declared = shown(group["device_count"])
         what = f"{declared} does not match the {listed} devices listed in instance_list"
@@ -138,24 +141,40 @@ def _pod(raw: Any, path: str, seen: _Seen) -> _Pod:
     seen.pods[name] = path
     server_id = text(instance.get("server_id", MISSING), where, f"{path}.server_id")
     on_node = seen.node_devices.setdefault(server_id, {})
-    devices: List[Tuple[int, Optional[str]]] = []
-    for index, item in enumerate(
-        a_list(instance.get("devices", MISSING), where, f"{path}.devices")
-    ):
-        dpath = f"{path}.devices[{index}]"
-        device = an_object(item, where, dpath)
-        device_id = number(device.get("device_id", MISSING), where, f"{dpath}.device_id")
+    list_path = f"{path}.devices"
+    devices = a_list(instance.get("devices", MISSING), where, list_path)
+    common = device_list(devices, list_path, on_node, seen.ips.seen)
+    if common is not None:
+        ids, ips = common
+        return _Pod(pod_index(name), name, server_id, ids, list(ips), path)
+    ids_and_ips = _devices_one_by_one(devices, list_path, server_id, on_node, seen)
+    return _Pod(pod_index(name), name, server_id, *ids_and_ips, path)
+
+
+def _devices_one_by_one(
+    devices: List[Any], list_path: str, server_id: str, on_node: Places, seen: _Seen
+) -> Tuple[List[int], List[Optional[str]]]:
+    """Each device checked on its own: accepts any valid spelling, names what is wrong."""
+    where = seen.where
+    device_ids: List[int] = []
+    device_ips: List[Optional[str]] = []
+    for index, device in enumerate(devices):
+        if type(device) is not dict:
+            an_object(device, where, f"{list_path}[{index}]")
+        device_id = digits_at(device, "device_id", where, list_path, index)
         if device_id in on_node:
-            written = shown(device["device_id"])
+            other_list, other_index = on_node[device_id]
             what = (
-                f"duplicate device id {written} on server {server_id} (also {on_node[device_id]})"
+                f"duplicate device id {shown(device['device_id'])} on server {server_id} "
+                f"(also {other_list}[{other_index}])"
             )
-            fail(where, f"{dpath}.device_id", what)
-        on_node[device_id] = dpath
-        device_ip = optional_text(device.get("device_ip", MISSING), where, f"{dpath}.device_ip")
-        seen.ips.add(device_ip, f"{dpath}.device_ip")
-        devices.append((device_id, device_ip))
-    return _Pod(pod_index(name), name, server_id, devices, path)
+            fail(where, f"{list_path}[{index}].device_id", what)
+        on_node[device_id] = (list_path, index)
+        device_ip = text_at(device, "device_ip", where, list_path, index)
+        seen.ips.add(device_ip, list_path, index)
+        device_ids.append(device_id)
+        device_ips.append(device_ip)
+    return device_ids, device_ips
 
 
 def _number_ranks(pods: List[_Pod], first_rank: int) -> List[Server]:
@@ -163,9 +182,8 @@ def _number_ranks(pods: List[_Pod], first_rank: int) -> List[Server]:
     servers: List[Server] = []
     rank = first_rank
     for pod in pods:
-        entries = tuple(
-            Entry(rank + i, device_id, ip) for i, (device_id, ip) in enumerate(pod.devices)
-        )
-        rank += len(entries)
+        count = len(pod.device_ids)
+        entries = tuple(map(Entry, range(rank, rank + count), pod.device_ids, pod.device_ips))
+        rank += count
         servers.append(Server(pod.server_id, entries, pod.path, pod_name=pod.name))
     return servers

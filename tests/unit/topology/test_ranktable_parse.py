@@ -322,3 +322,34 @@ def test_completed_read_returns_the_bytes_and_document(tmp_path: Path) -> None:
     assert read_once(path) == Ready(
         path, path.read_bytes(), {"status": "completed", "group_list": []}
     )
+
+
+def test_bulk_and_one_by_one_checks_agree() -> None:
+    """Devices written as producers do take the bulk path; any other spelling the careful one."""
+    path = SHARED / "ranktable_v1_0_2nodes_8dev.json"
+    plain = parse_table(json.loads(path.read_text()), "t")
+    raw = json.loads(path.read_text())
+    for server in raw["server_list"]:
+        server["device"][0]["device_id"] = int(server["device"][0]["device_id"])
+    assert parse_table(raw, "t").servers == plain.servers
+
+    path = SHARED / "ranktable_template2_2pods_8dev.json"
+    plain = parse_table(json.loads(path.read_text()), "t")
+    raw = json.loads(path.read_text())
+    raw["group_list"][0]["instance_list"][0]["devices"][3]["device_id"] = 3
+    assert parse_table(raw, "t").servers == plain.servers
+
+
+def test_addresses_without_bulk_shape_are_still_compared() -> None:
+    """An address list with "-1", a comma list or a spaced value is checked one by one."""
+    raw = json.loads((SHARED / "ranktable_template2_2pods_8dev.json").read_text())
+    pods = raw["group_list"][0]["instance_list"]
+    pods[0]["devices"][0]["device_ip"] = "-1"
+    pods[0]["devices"][1]["device_ip"] = "198.51.100.201,198.51.100.202"
+    pods[1]["devices"][5]["device_ip"] = " 198.51.100.202"
+    with pytest.raises(TopologyError) as info:
+        parse_table(raw, "rank table t")
+    assert str(info.value) == (
+        "rank table t: group_list[0].instance_list[1].devices[5].device_ip: duplicate device ip "
+        '" 198.51.100.202" (also group_list[0].instance_list[0].devices[1].device_ip)'
+    )

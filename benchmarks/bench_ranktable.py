@@ -1,0 +1,141 @@
+"""How long the rank-table source takes on a large job, and how fast ``malaunch`` starts.
+
+    .venv/bin/python benchmarks/bench_ranktable.py [--runs N]
+
+Generates a 1024-server x 8-device template-2 table (instances in shuffled order) in a
+temporary folder, then times, in-process through the public API:
+
+- ``convert_file``: read + parse + validate + convert + write the v1.0 file (goal <= 50 ms),
+- ``describe_file``: read + parse + validate + summary,
+- ``resolve``: the whole source (wait/confirm read, identity, conversion, write, Topology);
+  this includes the confirm read's pause of ``MIN_POLL`` seconds,
+
+plus a breakdown of the phases, and ``malaunch --help`` / ``malaunch ranktable validate``
+as subprocesses. Prints the median of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+from malaunch.models import ResolveOptions
+from malaunch.topology import ranktable
+from malaunch.topology.ranktable_formats import parse_table
+from malaunch.topology.ranktable_read import MIN_POLL
+from malaunch.topology.ranktable_write import render, v1_document
+
+SERVERS = 1024
+DEVICES = 8
+JOB = "modelarts-job-0d3c5a9e-0000-4000-8000-000000000001"
+
+
+def big_table(servers: int = SERVERS, devices: int = DEVICES) -> Dict[str, Any]:
+    """A completed template-2 table; instances shuffled as hccl-controller caches them."""
+    instances = [
+        {
+            "pod_name": f"{JOB}-worker-{n}",
+            "server_id": f"10.{n // 250}.{n % 250}.1",
+            "devices": [
+                {"device_id": str(d), "device_ip": f"100.64.{n // 32}.{(n % 32) * 8 + d}"}
+                for d in range(devices)
+            ],
+        }
+        for n in range(servers)
+    ]
+    random.Random(42).shuffle(instances)
+    group = {
+        "group_name": "worker",
+        "device_count": str(servers * devices),
+        "instance_count": str(servers),
+        "instance_list": instances,
+    }
+    return {"status": "completed", "group_count": "1", "group_list": [group]}
+
+
+def timed(action: Callable[[], object], runs: int) -> Tuple[float, float, float]:
+    """(median wall ms, median CPU ms, min wall ms) over ``runs`` after one warm-up run.
+
+    The machine is shared: wall time includes waiting for a core, CPU time does not, so both
+    are printed.
+    """
+    action()  # warm-up: imports, caches
+    wall: List[float] = []
+    cpu: List[float] = []
+    for _ in range(runs):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        action()
+        cpu.append((time.process_time() - start_cpu) * 1000)
+        wall.append((time.perf_counter() - start) * 1000)
+    return statistics.median(wall), statistics.median(cpu), min(wall)
+
+
+def run_command(args: List[str]) -> None:
+    subprocess.run(args, check=True, capture_output=True)
+
+
+def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, float]]]:
+    source = folder / "jobstart_hccl.json"
+    source.write_text(json.dumps(big_table(), indent=4))
+    target = folder / "converted.json"
+    raw = source.read_bytes()
+    data = json.loads(raw)
+    table = parse_table(data, "bench")
+    options = ResolveOptions(wait_timeout=0, poll_interval=0, log_dir=str(folder / "logs"))
+    env = {"RANK_TABLE_FILE": str(folder), "MA_CURRENT_INSTANCE_NAME": f"{JOB}-worker-517"}
+    node_rank = ranktable.resolve(env, options).node_rank
+    assert table.servers[node_rank].pod_name == f"{JOB}-worker-517"
+    exe = str(Path(sys.executable).with_name("malaunch"))
+
+    def convert() -> object:
+        return ranktable.convert_file(source, target)
+
+    def describe() -> object:
+        return ranktable.describe_file(source)
+
+    def resolve() -> object:
+        return ranktable.resolve(env, options)
+
+    def build() -> object:
+        return ranktable.build_topology(table, node_rank, env, str(target))
+
+    def validate() -> None:
+        run_command([exe, "ranktable", "validate", str(source)])
+
+    sub_runs = max(3, runs // 3)
+    return [
+        ("convert_file: read+parse+validate+convert+write", timed(convert, runs)),
+        ("describe_file: read+parse+validate+summary", timed(describe, runs)),
+        (f"resolve: all, incl. {MIN_POLL * 1000:.0f} ms confirm pause", timed(resolve, runs)),
+        ("  json.loads", timed(lambda: json.loads(raw), runs)),
+        ("  parse + validate + order", timed(lambda: parse_table(data, "bench"), runs)),
+        ("  v1 document + render", timed(lambda: render(v1_document(table)), runs)),
+        ("  build Topology (pydantic)", timed(build, runs)),
+        ("malaunch --help (subprocess)", timed(lambda: run_command([exe, "--help"]), sub_runs)),
+        ("malaunch ranktable validate (subprocess)", timed(validate, sub_runs)),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per measurement")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-ranktable-") as folder:
+        rows = measure(Path(folder), args.runs)
+    print(f"template 2 rank table, {SERVERS} servers x {DEVICES} devices; {args.runs} runs")
+    width = max(len(name) for name, _ in rows)
+    print(f"{'':<{width}}  {'wall med':>9}  {'cpu med':>9}  {'wall min':>9}")
+    for name, (wall, cpu, fastest) in rows:
+        print(f"{name:<{width}}  {wall:6.1f} ms  {cpu:6.1f} ms  {fastest:6.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
