@@ -4,8 +4,9 @@ Where the table is: ``RANK_TABLE_FILE_V_1_0`` (a template-1 file), else ``RANK_T
 file, or a directory holding ``jobstart_hccl.json`` or ``hccl.json``), else ModelArts'
 ``/user/config/jobstart_hccl.json``. The table is waited for (see ``ranktable_read``), then
 validated; a template-2 table is converted and written as template 1, which is the file the
-processes receive. The Topology has one node per server entry (template 2: per pod), in rank
-order.
+processes receive (a template-2 file named by ``RANK_TABLE_FILE_V_1_0`` is converted too,
+rather than refused). The Topology has one node per server entry (template 2: per pod, even
+when pods share a node), in rank order.
 """
 
 from __future__ import annotations
@@ -72,28 +73,8 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
 def build_topology(
     table: Table, node_rank: int, env: Mapping[str, str], rank_table_file: str
 ) -> Topology:
-    """The Topology of a validated table; built in one validation call (8192 devices is common)."""
-    nodes: List[Dict[str, Any]] = []
-    for index, server in enumerate(table.servers):
-        # In-container index: the position in this server's ascending list of physical ids
-        # (a pod holding NPUs 4-7 sees them as 0-3).
-        local = {
-            device_id: i for i, device_id in enumerate(sorted(e.device_id for e in server.devices))
-        }
-        devices = [
-            {
-                "rank": e.rank,
-                "local_index": local[e.device_id],
-                "device_id": e.device_id,
-                "device_ip": e.device_ip,
-            }
-            for e in sorted(
-                server.devices
-            )  # entries sort by rank first: local ranks follow rank_id
-        ]
-        nodes.append(
-            {"index": index, "host": node_host(server), "name": server.pod_name, "devices": devices}
-        )
+    """The Topology of a validated table, validated by pydantic once for all devices."""
+    nodes = [_node(index, server) for index, server in enumerate(table.servers)]
     return Topology.model_validate(
         {
             "source": SOURCE_NAME,
@@ -105,6 +86,24 @@ def build_topology(
             "rank_table_file": rank_table_file,
         }
     )
+
+
+def _node(index: int, server: Server) -> Dict[str, Any]:
+    # In-container index: the position in this server's ascending list of physical ids
+    # (a pod holding NPUs 4-7 sees them as 0-3).
+    ascending = sorted(entry.device_id for entry in server.devices)
+    local = {device_id: position for position, device_id in enumerate(ascending)}
+    # Entries sort by rank first, so devices (and local ranks) follow rank_id, not list order.
+    devices = [
+        {
+            "rank": entry.rank,
+            "local_index": local[entry.device_id],
+            "device_id": entry.device_id,
+            "device_ip": entry.device_ip,
+        }
+        for entry in sorted(server.devices)
+    ]
+    return {"index": index, "host": node_host(server), "name": server.pod_name, "devices": devices}
 
 
 def node_host(server: Server) -> str:

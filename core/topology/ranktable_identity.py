@@ -51,22 +51,33 @@ def find_this_node(
     lookup: Callable[[], Tuple[str, ...]] = host_addresses,
 ) -> int:
     """Index into ``table.servers`` of this container's entry."""
-    servers = table.servers
     pod_var = next((v for v in ("MA_CURRENT_INSTANCE_NAME", "HOSTNAME") if env.get(v)), None)
     pod_name = env[pod_var] if pod_var else None
     if table.layout == "template 2" and pod_name:
-        for index, server in enumerate(servers):
+        for index, server in enumerate(table.servers):
             if server.pod_name == pod_name:
                 return index
         if pod_var == "MA_CURRENT_INSTANCE_NAME":
-            names = _listing([s.pod_name or "" for s in servers])
+            names = _listing([server.pod_name or "" for server in table.servers])
             msg = (
                 f"{table.where}: no pod_name is {pod_name!r} (MA_CURRENT_INSTANCE_NAME); "
                 f"pods: {names}"
             )
             raise TopologyError(msg)
-    if len(servers) == 1:
+    if len(table.servers) == 1:
         return 0
+    return _by_address(table, env, hostnames, lookup, pod_name and f"{pod_name!r} ({pod_var})")
+
+
+def _by_address(
+    table: Table,
+    env: Mapping[str, str],
+    hostnames: Optional[Sequence[str]],
+    lookup: Callable[[], Tuple[str, ...]],
+    pod: Optional[str],
+) -> int:
+    """Match the platform's node addresses first; this host's own only when those do not tell."""
+    servers = table.servers
     tried: List[str] = []
     env_addresses = [(env[v], v) for v in NODE_ADDRESS_VARS if env.get(v)]
     first = _matches(servers, env_addresses, tried)
@@ -81,7 +92,7 @@ def find_this_node(
         return found.pop()
     if found:
         raise TopologyError(_ambiguous(table, sorted(found), tried))
-    raise TopologyError(_no_match(table, tried, pod_name and f"{pod_name!r} ({pod_var})"))
+    raise TopologyError(_no_match(table, tried, pod))
 
 
 def _keys(server: Server) -> Tuple[str, ...]:

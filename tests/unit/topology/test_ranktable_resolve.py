@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -14,7 +15,8 @@ from malaunch.models import ResolveOptions, Topology
 from malaunch.testing import read_env_file
 from malaunch.topology import ranktable
 from malaunch.topology.ranktable import _load_now, job_id
-from malaunch.topology.ranktable_identity import find_this_node, normalise
+from malaunch.topology.ranktable_formats import parse_table
+from malaunch.topology.ranktable_identity import find_this_node, host_addresses, normalise
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"
@@ -264,3 +266,25 @@ def test_directory_without_the_file(tmp_path: Path) -> None:
         f"rank table {tmp_path} (from RANK_TABLE_FILE) not ready after 0s: "
         "no jobstart_hccl.json or hccl.json in this directory yet (see --wait-timeout)"
     )
+
+
+def test_unmatched_hostname_falls_back_to_addresses_and_is_reported(tmp_path: Path) -> None:
+    path = OWN / "template2_order_trap.json"
+    env = {"RANK_TABLE_FILE": str(path), "HOSTNAME": "laptop", "MA_CURRENT_HOST_IP": "192.0.2.99"}
+    with pytest.raises(TopologyError) as info:
+        ranktable.resolve(env, options(tmp_path))
+    assert str(info.value) == (
+        f"rank table {path}: cannot tell which server is this node: pod name 'laptop' (HOSTNAME) "
+        "matched no pod_name; compared addresses 192.0.2.99 (MA_CURRENT_HOST_IP) with "
+        "server_id/host_ip/container_ip of the servers: 192.0.2.9, 192.0.2.10, 192.0.2.100"
+    )
+    env["MA_CURRENT_HOST_IP"] = "192.0.2.10"
+    assert ranktable.resolve(env, options(tmp_path)).node_rank == 1
+
+
+def test_this_hosts_own_name_is_looked_up_when_needed() -> None:
+    raw = json.loads((SHARED / "ranktable_v1_0_2nodes_8dev.json").read_text())
+    raw["server_list"][1]["server_id"] = socket.gethostname()
+    table = parse_table(raw, "rank table t")
+    assert socket.gethostname() in host_addresses()
+    assert find_this_node(table, {}, None) == 1
