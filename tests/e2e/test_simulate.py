@@ -1,0 +1,384 @@
+"""`malaunch simulate` through the installed command, with tiny plain-Python workers.
+
+No framework is needed: the workers only record the environment they received and their pid,
+then exit, crash or wait as told. The real PyTorch / TensorFlow / MindSpore jobs are in
+``test_frameworks_*.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import pytest
+
+from malaunch.testing import clean_env, malaunch_executable, run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Records env and pid; "crash:R:C" makes rank R exit C once every rank is up, the others wait
+# to be stopped; "wait" makes every rank wait to be stopped.
+WORKER = """\
+import json, os, pathlib, sys, time
+out, mode, world = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+rank = os.environ.get("RANK", "?")
+out.mkdir(parents=True, exist_ok=True)
+(out / f"rank{rank}.json").write_text(json.dumps(dict(os.environ)))
+(out / f"rank{rank}.pid").write_text(str(os.getpid()))
+print(f"hello from rank {rank}", flush=True)
+deadline = time.monotonic() + 60
+while len(list(out.glob("*.pid"))) < world and time.monotonic() < deadline:
+    time.sleep(0.05)
+if mode == "ok":
+    sys.exit(0)
+if mode.startswith("crash:") and rank == mode.split(":")[1]:
+    print(f"rank {rank} crashing", flush=True)
+    sys.exit(int(mode.split(":")[2]))
+print(f"rank {rank} waiting", flush=True)
+time.sleep(120)
+sys.exit(1)
+"""
+
+
+def worker(tmp_path: Path, mode: str, world: int) -> List[str]:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER, encoding="utf-8")
+    return [sys.executable, str(script), str(tmp_path / "out"), mode, str(world)]
+
+
+def simulate(tmp_path: Path, *options: str, command: Sequence[str] = ()) -> List[str]:
+    args = ["simulate", *options, "--log-dir", str(tmp_path / "logs")]
+    return [*args, "--", *command] if command else args
+
+
+def parse_print_env(text: str) -> List[Dict[str, str]]:
+    """``--print-env`` output -> one dict per node; the launcher line under key ``#launcher``."""
+    nodes: List[Dict[str, str]] = []
+    for line in text.splitlines():
+        if line.startswith("# node "):
+            nodes.append({})
+        elif line.startswith("# launcher: "):
+            nodes[-1]["#launcher"] = line[len("# launcher: ") :]
+        elif line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            nodes[-1][key] = value
+    return nodes
+
+
+def print_env(tmp_path: Path, *options: str) -> List[Dict[str, str]]:
+    command = ["python", "train.py"]
+    result = run_cli(simulate(tmp_path, "--print-env", *options, command=command))
+    assert result.code == 0, result.stderr
+    return parse_print_env(result.stdout)
+
+
+def rank_envs(tmp_path: Path) -> Dict[int, Dict[str, str]]:
+    envs = {}
+    for path in (tmp_path / "out").glob("rank*.json"):
+        envs[int(path.stem[4:])] = json.loads(path.read_text(encoding="utf-8"))
+    return envs
+
+
+def summary(log_dir: Path) -> Dict[str, Any]:
+    loaded: Dict[str, Any] = json.loads((log_dir / "malaunch-summary.json").read_text())
+    return loaded
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def assert_all_gone(pids: Sequence[int]) -> None:
+    """Every pid has exited (bounded wait: init reaps orphans asynchronously)."""
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+def all_pids(tmp_path: Path) -> List[int]:
+    """Workers' pids, and every node launcher's pid from the simulation's summary."""
+    pids = [int(p.read_text()) for p in (tmp_path / "out").glob("*.pid")]
+    return pids + [entry["pid"] for entry in summary(tmp_path / "logs")["processes"]]
+
+
+# --- what each platform injects ---------------------------------------------------------
+
+
+def test_print_env_modelarts_gives_each_node_its_pod_ip_and_rank_table_dir(tmp_path: Path) -> None:
+    platform_dir = tmp_path / "platform"
+    nodes = print_env(
+        tmp_path, "--nodes", "2", "--nproc-per-node", "4", "--platform", "modelarts",
+        "--platform-dir", str(platform_dir), "--framework", "mindspore",
+    )  # fmt: skip
+    assert len(nodes) == 2
+    job = nodes[0]["MA_VJ_NAME"]
+    assert job.startswith("ma-job-")
+    for k, env in enumerate(nodes):
+        assert env["MA_VJ_NAME"] == job
+        assert env["MA_CURRENT_INSTANCE_NAME"] == f"modelarts-job-{job[7:]}-worker-{k}"
+        assert env["MA_CURRENT_HOST_IP"] == f"127.0.0.{k + 1}"
+        assert env["VC_WORKER_HOSTS"] == "127.0.0.1,127.0.0.2"
+        assert (env["VC_TASK_INDEX"], env["MA_NUM_HOSTS"], env["MA_NUM_GPUS"]) == (str(k), "2", "4")
+        assert env["RANK_TABLE_FILE"] == str(platform_dir / f"node-{k}" / "config")
+        assert env["MA_MOUNT_PATH"] == str(platform_dir / f"node-{k}" / "mount")
+        assert env["MA_LOG_DIR"] == str(tmp_path / "logs" / f"node-{k}")
+        assert "VC_WORKER_PORT" not in env
+        launcher = env["#launcher"]
+        assert launcher.startswith(malaunch_executable())
+        assert f"--log-dir {tmp_path / 'logs' / f'node-{k}'} -- python train.py" in launcher
+    port = nodes[0]["#launcher"].split("--master-port ")[1].split()[0]
+    assert f"--master-port {port}" in nodes[1]["#launcher"]  # the same rendezvous everywhere
+    assert not platform_dir.exists()  # --print-env starts and creates nothing
+
+
+def test_print_env_octopus_has_data_paths_and_worker_port(tmp_path: Path) -> None:
+    nodes = print_env(
+        tmp_path, "--nodes", "3", "--platform", "octopus", "--platform-dir",
+        str(tmp_path / "p"), "--framework", "torch_ddp",
+    )  # fmt: skip
+    assert len(nodes) == 3
+    assert len({env["VC_WORKER_PORT"] for env in nodes}) == 1
+    for k, env in enumerate(nodes):
+        assert "RANK_TABLE_FILE" not in env
+        assert env["MA_NUM_GPUS"] == "1"
+        base = tmp_path / "p" / f"node-{k}"
+        assert json.loads(env["DATASET_MAP"]) == {
+            "dataset-0": str(base / "data" / "dataset" / "dataset-0")
+        }
+        assert env["RESULT"] == str(base / "result")
+        assert env["MODEL"] == str(base / "data" / "model")
+        assert "--master-port" not in env["#launcher"]  # VC_WORKER_PORT gives it
+
+
+def test_print_env_volcano_gives_only_volcano_variables(tmp_path: Path) -> None:
+    nodes = print_env(
+        tmp_path, "--nodes", "2", "--nproc-per-node", "3", "--platform", "volcano",
+        "--framework", "torch_ddp",
+    )  # fmt: skip
+    for k, env in enumerate(nodes):
+        names = {key for key in env if not key.startswith("#")}
+        assert names == {"VC_WORKER_HOSTS", "VC_WORKER_NUM", "VC_TASK_INDEX", "VK_TASK_INDEX"}
+        assert (env["VC_TASK_INDEX"], env["VK_TASK_INDEX"]) == (str(k), str(k))
+        assert "--nproc-per-node 3" in env["#launcher"]
+
+
+def test_print_env_tf_ps_has_one_node_per_task_ps_first(tmp_path: Path) -> None:
+    nodes = print_env(
+        tmp_path, "--nodes", "3", "--num-ps", "2", "--platform", "tf-ps",
+        "--framework", "tensorflow_ps",
+    )  # fmt: skip
+    tasks = [(env["MA_TASK_NAME"], env["VC_TASK_INDEX"]) for env in nodes]
+    assert tasks == [("ps", "0"), ("ps", "1"), ("worker", "0"), ("worker", "1"), ("worker", "2")]
+    ps_hosts = nodes[0]["TF_PS_HOSTS"].split(",")
+    worker_hosts = nodes[0]["TF_WORKER_HOSTS"].split(",")
+    assert [h.split(":")[0] for h in ps_hosts + worker_hosts] == [
+        f"127.0.0.{k}" for k in range(1, 6)
+    ]
+    assert len({h.split(":")[1] for h in ps_hosts + worker_hosts}) == 5  # distinct ports
+    assert all(env["TF_PS_HOSTS"] == nodes[0]["TF_PS_HOSTS"] for env in nodes)
+    assert "--num-ps" not in nodes[0]["#launcher"]  # shapes the platform, not the launcher
+
+
+GIVEN = (
+    "--framework torch_ddp",
+    "--console-ranks 0",
+    "--grace-period 1.5",
+    "--env A=b=c --env D=e",
+    "--torch-mode delegate",
+    "--export-rank-table",
+)
+
+
+def test_launcher_options_are_passed_to_every_node(tmp_path: Path) -> None:
+    nodes = print_env(
+        tmp_path, "--nodes", "2", "--platform", "octopus", "--framework", "torch_ddp",
+        "--console-ranks", "0", "--grace-period", "1.5", "--env", "A=b=c", "--env", "D=e",
+        "--torch-mode", "delegate", "--export-rank-table",
+    )  # fmt: skip
+    for env in nodes:
+        launcher = env["#launcher"]
+        for given in GIVEN:
+            assert given in launcher
+        for own in ("--nodes", "--platform", "--print-env"):
+            assert own not in launcher
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--nodes", "2", "--platform", "octopus"], "missing --framework"),
+        (["--nodes", "2", "--platform", "slurm", "--framework", "torch_ddp"], "slurm"),
+        (["--platform", "octopus", "--framework", "torch_ddp"], "--nodes"),
+    ],
+)
+def test_usage_errors_exit_64(tmp_path: Path, options: List[str], message: str) -> None:
+    result = run_cli(simulate(tmp_path, *options, command=["python", "train.py"]))
+    assert result.code == 64
+    assert message in result.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+# --- real runs --------------------------------------------------------------------------
+
+
+def test_octopus_run_gives_every_rank_one_cluster(tmp_path: Path) -> None:
+    command = worker(tmp_path, "ok", 4)
+    # Platform variables of the machine running simulate must not reach the nodes.
+    env = clean_env({"MA_NUM_GPUS": "8", "TF_CONFIG": "{}", "VC_TASK_INDEX": "5"})
+    result = run_cli(
+        simulate(tmp_path, "--nodes", "2", "--nproc-per-node", "2", "--platform", "octopus",
+                 "--framework", "torch_ddp", command=command),
+        env=env,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    envs = rank_envs(tmp_path)
+    assert sorted(envs) == [0, 1, 2, 3]
+    port = envs[0]["VC_WORKER_PORT"]
+    for rank, env in envs.items():
+        node = rank // 2
+        assert (env["WORLD_SIZE"], env["LOCAL_RANK"], env["NODE_RANK"]) == (
+            "4",
+            str(rank % 2),
+            str(node),
+        )
+        assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("127.0.0.1", port)
+        assert env["VC_TASK_INDEX"] == str(node)
+        assert env["MA_NUM_GPUS"] == "2"
+        assert "TF_CONFIG" not in env
+        assert f"[node {node}] [rank {rank}] hello from rank {rank}" in result.stdout.splitlines()
+    report = summary(tmp_path / "logs")
+    assert report["exit_code"] == 0
+    assert [(p["role"], p["rank"], p["exit_code"]) for p in report["processes"]] == [
+        ("node", 0, 0),
+        ("node", 1, 0),
+    ]
+    for node in (0, 1):
+        inner = summary(tmp_path / "logs" / f"node-{node}")
+        assert sorted(p["rank"] for p in inner["processes"]) == [2 * node, 2 * node + 1]
+
+
+def test_crash_on_node_1_stops_the_job_with_its_code(tmp_path: Path) -> None:
+    command = worker(tmp_path, "crash:3:7", 4)
+    result = run_cli(
+        simulate(tmp_path, "--nodes", "2", "--nproc-per-node", "2", "--platform", "volcano",
+                 "--framework", "torch_ddp", "--grace-period", "2", command=command),
+    )  # fmt: skip
+    assert result.code == 7, result.stderr
+    report = summary(tmp_path / "logs")
+    assert (report["first_failure"]["role"], report["first_failure"]["rank"]) == ("node", 1)
+    node1 = summary(tmp_path / "logs" / "node-1")
+    assert node1["first_failure"]["rank"] == 3
+    assert node1["first_failure"]["exit_code"] == 7
+    assert "[node 1] [rank 3] rank 3 crashing" in result.stdout.splitlines()
+    assert len(list((tmp_path / "out").glob("*.pid"))) == 4
+    assert_all_gone(all_pids(tmp_path))
+
+
+def test_sigterm_to_simulate_reaches_every_node_and_leaves_nothing(tmp_path: Path) -> None:
+    command = worker(tmp_path, "wait", 4)
+    args = simulate(tmp_path, "--nodes", "2", "--nproc-per-node", "2", "--platform", "octopus",
+                    "--framework", "torch_ddp", "--grace-period", "2", command=command)  # fmt: skip
+    proc = subprocess.Popen(
+        [malaunch_executable(), *args], env=clean_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(list((tmp_path / "out").glob("*.pid"))) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(list((tmp_path / "out").glob("*.pid"))) == 4
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    report = summary(tmp_path / "logs")
+    assert report["exit_code"] == 143
+    assert_all_gone(all_pids(tmp_path))
+
+
+def test_rank_table_that_never_completes_exits_69(tmp_path: Path) -> None:
+    command = worker(tmp_path, "ok", 4)
+    result = run_cli(
+        simulate(tmp_path, "--nodes", "2", "--nproc-per-node", "2", "--platform", "modelarts",
+                 "--ranktable-never-ready", "--wait-timeout", "1", "--framework", "mindspore",
+                 command=command),
+    )  # fmt: skip
+    assert result.code == 69, result.stderr
+    # Node launchers' own messages reach the console among their output, prefixed.
+    errors = [line for line in result.stdout.splitlines() if "malaunch: error:" in line]
+    assert errors
+    for line in errors:
+        assert line.startswith(("[node 0] ", "[node 1] "))
+        assert "not ready" in line
+        assert "initializing" in line
+    assert not (tmp_path / "out").exists()  # no worker started
+    report = summary(tmp_path / "logs")
+    assert report["first_failure"]["exit_code"] == 69
+
+
+def test_tf_ps_stops_the_ps_nodes_once_the_workers_succeed(tmp_path: Path) -> None:
+    script = tmp_path / "task.py"
+    script.write_text(
+        "import sys, time\n"
+        "print('args', ' '.join(sys.argv[1:]), flush=True)\n"
+        "if '--job_name=ps' in sys.argv:\n"
+        "    time.sleep(120)\n",
+        encoding="utf-8",
+    )
+    result = run_cli(
+        simulate(tmp_path, "--nodes", "2", "--num-ps", "1", "--platform", "tf-ps",
+                 "--framework", "tensorflow_ps", command=[sys.executable, str(script)]),
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for node, task in ((1, "worker"), (2, "worker")):
+        index = node - 1
+        assert any(
+            line.startswith(f"[node {node}] ") and f"--job_name={task} --task_index={index}" in line
+            for line in lines
+        )
+    report = summary(tmp_path / "logs")
+    rows = {p["rank"]: p for p in report["processes"]}
+    assert rows[0]["service"] and rows[0]["exit_code"] == 143  # the ps node, stopped by us
+    assert (rows[1]["exit_code"], rows[2]["exit_code"]) == (0, 0)
+    assert report["first_failure"] is None
+
+
+def test_modelarts_rank_table_env_agrees_with_the_converted_table(tmp_path: Path) -> None:
+    """MindSpore rank-table mode, checked by examples/mindspore_ranktable_check.py.
+
+    The table starts initializing, turns partial, then completed; pods are listed last first
+    and hold NPUs 4-5, so rank, physical device and in-container index must all be derived.
+    The script path is relative: it must still work from each device's working directory.
+    """
+    result = run_cli(
+        simulate(tmp_path, "--nodes", "2", "--nproc-per-node", "2", "--platform", "modelarts",
+                 "--first-device-id", "4", "--ranktable-delay", "1", "--wait-timeout", "60",
+                 "--framework", "mindspore",
+                 command=[sys.executable, "examples/mindspore_ranktable_check.py"]),
+        cwd=REPO,
+    )  # fmt: skip
+    assert result.code == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for rank in range(4):
+        node, index = divmod(rank, 2)
+        expected = (
+            f"[node {node}] [rank {rank}] rank {rank}/4: server 127.0.0.{node + 1} "
+            f"device_id {4 + index} -> DEVICE_ID {index}"
+        )
+        assert any(line.startswith(expected) and line.endswith(" ok") for line in lines), expected
+    assert "[ranktable] rank table completed after 1s (2 nodes)" in lines
