@@ -35,36 +35,91 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
+
+# ``typing`` is only needed by type checkers: importing it would double this module's import
+# time on Python 3.9 (mypy treats any name TYPE_CHECKING as true).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional
 
 CONTEXT_VAR = "MALAUNCH_CONTEXT"
 MS_ROLES = {"MS_SCHED": "scheduler", "MS_WORKER": "worker", "MS_PSERVER": "server"}
 TF_TRAINERS = ("chief", "master", "worker")
 
+# name -> (JSON type, may be null, default). The order is the order of as_dict().
+FIELDS = {
+    "rank": (int, True, 0),
+    "local_rank": (int, True, 0),
+    "world_size": (int, False, 1),
+    "node_rank": (int, False, 0),
+    "nnodes": (int, False, 1),
+    "role": (str, False, "worker"),
+    "device": (int, True, None),
+    "device_id": (int, True, None),
+    "master_addr": (str, False, "127.0.0.1"),
+    "master_port": (int, True, None),
+    "job_id": (str, True, None),
+    "datasets": (dict, False, {}),
+    "dataset": (str, True, None),
+    "cached_dataset": (str, True, None),
+    "result_dir": (str, True, None),
+    "model_dir": (str, True, None),
+    "framework": (str, True, None),
+    "restart_count": (int, False, 0),
+    "source": (str, False, "default"),
+}
 
-class Context(NamedTuple):
-    """This process's place in the job. ``rank``/``local_rank`` are None for service
-    processes (parameter servers, the MindSpore scheduler), which have no training rank."""
 
-    rank: Optional[int] = 0
-    local_rank: Optional[int] = 0
-    world_size: int = 1
-    node_rank: int = 0
-    nnodes: int = 1
-    role: str = "worker"
-    device: Optional[int] = None
-    device_id: Optional[int] = None
-    master_addr: str = "127.0.0.1"
-    master_port: Optional[int] = None
-    job_id: Optional[str] = None
-    datasets: Dict[str, str] = {}  # noqa: RUF012 (NamedTuple default; never mutated here)
-    dataset: Optional[str] = None
-    cached_dataset: Optional[str] = None
-    result_dir: Optional[str] = None
-    model_dir: Optional[str] = None
-    framework: Optional[str] = None
-    restart_count: int = 0
-    source: str = "default"
+class Context:
+    """This process's place in the job (immutable). ``rank``/``local_rank`` are None for
+    service processes (parameter servers, the MindSpore scheduler), which have no rank.
+
+    A small slotted class rather than a NamedTuple or dataclass: both would import modules
+    (typing, inspect) that cost more than the rest of this module together.
+    """
+
+    __slots__ = tuple(FIELDS)
+    rank: Optional[int]
+    local_rank: Optional[int]
+    world_size: int
+    node_rank: int
+    nnodes: int
+    role: str
+    device: Optional[int]
+    device_id: Optional[int]
+    master_addr: str
+    master_port: Optional[int]
+    job_id: Optional[str]
+    datasets: Dict[str, str]
+    dataset: Optional[str]
+    cached_dataset: Optional[str]
+    result_dir: Optional[str]
+    model_dir: Optional[str]
+    framework: Optional[str]
+    restart_count: int
+    source: str
+
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(set(values) - set(FIELDS))
+        if unknown:
+            msg = f"Context has no field {unknown[0]!r}"
+            raise TypeError(msg)
+        for name, (_kind, _nullable, default) in FIELDS.items():
+            value = values.get(name, default)
+            object.__setattr__(self, name, dict(value) if isinstance(value, dict) else value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        msg = f"Context is immutable: cannot set {name!r}"
+        raise AttributeError(msg)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Context) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # holds a dict: equal by value, not hashable
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in FIELDS)
+        return f"Context({fields})"
 
     @property
     def is_main(self) -> bool:
@@ -73,16 +128,8 @@ class Context(NamedTuple):
 
     def as_dict(self) -> Dict[str, Any]:
         """The context as a plain dict (with ``is_main``), e.g. for ``json.dumps``."""
-        return {**self._asdict(), "datasets": dict(self.datasets), "is_main": self.is_main}
-
-
-# Expected JSON types of MALAUNCH_CONTEXT fields; None is allowed where the field is Optional.
-_OPTIONAL = {"rank", "local_rank", "device", "device_id", "master_port", "job_id", "dataset"}
-_OPTIONAL |= {"cached_dataset", "result_dir", "model_dir", "framework"}
-_TYPES: Dict[str, type] = {name: type(default) for name, default in Context._field_defaults.items()}
-_TYPES.update({"rank": int, "local_rank": int, "device": int, "device_id": int})
-_TYPES.update({"master_port": int, "job_id": str, "dataset": str, "cached_dataset": str})
-_TYPES.update({"result_dir": str, "model_dir": str, "framework": str})
+        values = {name: getattr(self, name) for name in FIELDS}
+        return {**values, "datasets": dict(self.datasets), "is_main": self.is_main}
 
 
 def _bad(variable: str, problem: str) -> ValueError:
@@ -100,8 +147,8 @@ def _env_int(env: Mapping[str, str], name: str) -> Optional[int]:
 
 
 def _check_field(name: str, value: Any) -> None:
-    expected = _TYPES[name]
-    if value is None and name in _OPTIONAL:
+    expected, nullable, _default = FIELDS[name]
+    if value is None and nullable:
         return
     ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
     if expected is dict and ok:
@@ -118,7 +165,7 @@ def _from_context_var(raw: str, env: Mapping[str, str]) -> Context:
     if not isinstance(data, dict):
         raise _bad(CONTEXT_VAR, f"expected a JSON object, got {type(data).__name__}")
     # Unknown keys are ignored so a script keeps working under a newer launcher.
-    values = {name: data[name] for name in Context._fields if name in data}
+    values = {name: data[name] for name in FIELDS if name in data}
     for name, value in values.items():
         _check_field(name, value)
     values.setdefault("source", "malaunch")
@@ -294,11 +341,11 @@ def current() -> Context:
 
 def __getattr__(name: str) -> Any:
     """PEP 562: ``context.rank`` etc. are read from the environment at access time."""
-    if name in Context._fields or name == "is_main":
+    if name in FIELDS or name == "is_main":
         return getattr(current(), name)
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
 
 
 def __dir__() -> List[str]:
-    return sorted([*globals(), *Context._fields, "is_main"])
+    return sorted([*globals(), *FIELDS, "is_main"])

@@ -10,7 +10,7 @@ from typing import Any, Dict
 import pytest
 
 from malaunch import context
-from malaunch.context import Context, from_environ
+from malaunch.context import FIELDS, Context, from_environ
 from malaunch.testing import clean_env
 
 
@@ -221,3 +221,16 @@ def test_import_is_standard_library_only() -> None:
         timeout=60,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_context_is_immutable_and_its_fields_match_the_table() -> None:
+    ctx = Context(rank=2, datasets={"a": "/a"})
+    with pytest.raises(AttributeError, match="immutable"):
+        ctx.rank = 3
+    with pytest.raises(TypeError, match="no field 'ranks'"):
+        Context(ranks=1)
+    assert list(Context.__annotations__) == list(FIELDS)
+    assert ctx == Context(rank=2, datasets={"a": "/a"}) != Context(rank=1)
+    assert repr(ctx).startswith("Context(rank=2, local_rank=0, world_size=1,")
+    # The default dataset map is not shared between instances.
+    assert Context().datasets is not Context().datasets
