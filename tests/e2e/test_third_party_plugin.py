@@ -82,11 +82,28 @@ def test_plans_a_dry_run_with_its_source_chosen_by_auto(tmp_path: Path) -> None:
     ]
 
 
-def test_its_option_is_in_the_help() -> None:
+def test_framework_options_are_in_the_help() -> None:
     result = run_cli(["--help"])
     assert result.code == 0
     assert "--echo-greeting TEXT" in result.stdout
     assert "[echo] Passed to every process as" in result.stdout
+    help_text = " ".join(result.stdout.split())  # click wraps long lines
+    for flag, prefix in (
+        ("--ms-mode", "[mindspore] ranktable:"),
+        ("--tf-flags / --no-tf-flags", "[tensorflow_ps] Append"),
+        ("--torch-mode", "[torch_ddp] native:"),
+    ):
+        assert flag in help_text
+        assert prefix in help_text
+
+
+def test_builtins_are_listed_beside_it() -> None:
+    rows = {row["name"]: row for row in json.loads(run_cli(["plugins", "--json"]).stdout)}
+    for name in ("mindspore", "tensorflow_ps", "torch_ddp"):
+        assert (rows[name]["kind"], rows[name]["distribution"], rows[name]["plugin"]) == (
+            "framework", "malaunch", name,
+        )  # fmt: skip
+    assert {"local", "ranktable", "tf-ps", "tf-config", "volcano"} <= set(rows)
 
 
 def test_disabled_by_name(tmp_path: Path) -> None:
