@@ -114,7 +114,8 @@ def test_duplicate_framework_names_both_distributions() -> None:
     assert "framework 'torch_ddp' is registered twice" in message
     assert "distribution malaunch 0.1.0" in message
     assert "distribution malaunch-fake 9.9" in message
-    assert info.value.exit_code == ExitCode.CONFIG == 78
+    assert info.value.exit_code == ExitCode.CONFIG
+    assert int(ExitCode.CONFIG) == 78
 
 
 def test_a_third_party_framework_is_registered_with_its_origin() -> None:
