@@ -207,6 +207,7 @@ def parse_signals(spec: str) -> Tuple[int, ...]:
 def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
     """Fabricate the platform, then print it (``--print-env``) or run one launcher per node."""
     log_dir = default_log_dir(values["log_dir"])
+    signals = parse_signals(values["forward_signals"])  # a usage error before any work
     given = values["platform_dir"]
     if given or values["print_env"]:
         root = Path(given or Path(tempfile.gettempdir()) / "malaunch-simulate-XXXXXX").absolute()
@@ -227,7 +228,7 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
         click.echo(render_env(shape, cluster, specs))
         return 0
     try:
-        return supervise_nodes(shape, cluster, specs, values, environ)
+        return supervise_nodes(shape, cluster, specs, values, environ, signals)
     finally:
         if not given:
             shutil.rmtree(root, ignore_errors=True)
@@ -239,7 +240,9 @@ def supervise_nodes(
     specs: List[ProcessSpec],
     values: Mapping[str, Any],
     environ: Mapping[str, str],
+    signals: Tuple[int, ...],
 ) -> int:
+    """Run the writer (modelarts) and the node launchers as one supervised plan."""
     from malaunch.supervisor import SuperviseOptions, supervise  # noqa: PLC0415
 
     staging = prepare(shape, cluster)
@@ -254,7 +257,7 @@ def supervise_nodes(
     options = SuperviseOptions(
         log_dir=str(shape.log_dir),
         grace_period=values["grace_period"] + NODE_GRACE_MARGIN,
-        forward_signals=parse_signals(values["forward_signals"]),
+        forward_signals=signals,
         environ=base_environ(environ),
     )
     return supervise(plan, options)
