@@ -228,7 +228,7 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
         click.echo(render_env(shape, cluster, specs))
         return 0
     try:
-        return supervise_nodes(shape, cluster, specs, values, environ, signals)
+        return supervise_nodes(shape, cluster, specs, values, environ=environ, signals=signals)
     finally:
         if not given:
             shutil.rmtree(root, ignore_errors=True)
@@ -239,6 +239,7 @@ def supervise_nodes(
     cluster: SimCluster,
     specs: List[ProcessSpec],
     values: Mapping[str, Any],
+    *,
     environ: Mapping[str, str],
     signals: Tuple[int, ...],
 ) -> int:
