@@ -79,33 +79,33 @@ class LineRelay:
 
     def __init__(self, prefix: bytes, write: ConsoleWriter) -> None:
         self.prefix = prefix
+        self.newline_prefix = b"\n" + prefix
         self.write = write
         self.partial = b""
 
     def feed(self, chunk: bytes) -> None:
         """Echo the complete lines in ``chunk``; keep an unfinished last line for later."""
-        data = self.partial + chunk if self.partial else chunk
-        end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) < MAX_PARTIAL_LINE:
-            self.partial = data
+        end = chunk.rfind(b"\n") + 1
+        if end == 0:
+            self._keep(chunk)
             return
-        if end == 0:  # an overlong unfinished line goes out as a line of its own
-            self.partial = b""
-            self.write(self._prefixed(data + b"\n"))
-            return
-        self.partial = data[end:]
-        self.write(self._prefixed(data[:end]))
+        # One C-level replace prefixes every line (no Python loop over lines). It also puts a
+        # prefix after the last newline, before the unfinished tail: both are cut off the view.
+        body = chunk.replace(b"\n", self.newline_prefix)
+        cut = len(body) - (len(chunk) - end) - len(self.prefix)
+        self.write(b"".join((self.prefix, self.partial, memoryview(body)[:cut])))
+        self.partial = chunk[end:]
 
     def flush(self) -> None:
         """At end of output: echo what is left as a final line of its own."""
         if self.partial:
-            self.write(self._prefixed(self.partial + b"\n"))
+            self.write(b"".join((self.prefix, self.partial, b"\n")))
             self.partial = b""
 
-    def _prefixed(self, lines: bytes) -> bytes:
-        # One C-level replace instead of a Python loop over lines.
-        body = lines[:-1].replace(b"\n", b"\n" + self.prefix)
-        return self.prefix + body + b"\n"
+    def _keep(self, chunk: bytes) -> None:
+        self.partial += chunk
+        if len(self.partial) >= MAX_PARTIAL_LINE:  # an overlong line goes out on its own
+            self.flush()
 
 
 class FdConsole:

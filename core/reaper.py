@@ -84,13 +84,17 @@ class Reaper:
         """The launcher has cleaned this group up itself; its id may be reused from now on."""
         self._send(b"-%d\n" % pgid)
 
-    def close(self) -> None:
-        """Normal exit: tell the reaper to leave without killing, and wait for it."""
+    def release(self) -> None:
+        """Normal exit: tell the reaper to leave without killing (it exits on its own)."""
         self._send(b"done\n")
         if self.pipe is not None:
             with contextlib.suppress(OSError):
                 self.pipe.close()
             self.pipe = None
+
+    def close(self) -> None:
+        """Release the reaper, and wait for it to exit (no zombie is left behind)."""
+        self.release()
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=REAPER_EXIT_TIMEOUT)

@@ -14,8 +14,12 @@ import signal
 import threading
 from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Set
 
+from malaunch.errors import UsageError
+
 # Signals that stop the launcher (and are forwarded to the processes first).
 TERMINATING: FrozenSet[int] = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+# SIGKILL and SIGSTOP cannot be caught; SIGCHLD is how the launcher learns of exits.
+UNFORWARDABLE: FrozenSet[int] = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD})
 
 
 def _ignore(_signum: int, _frame: Any) -> None:
@@ -26,7 +30,12 @@ class SignalWakeup:
     """Installs the handlers and the wakeup pipe; restores both on exit."""
 
     def __init__(self, forward: Iterable[int]) -> None:
-        self.handled: FrozenSet[int] = TERMINATING | frozenset(forward) | {signal.SIGCHLD}
+        forward = frozenset(forward)
+        for signum in sorted(forward):
+            if signum not in signal.valid_signals() or signum in UNFORWARDABLE:
+                msg = f"--forward-signals: signal {signum} cannot be caught and forwarded"
+                raise UsageError(msg)
+        self.handled: FrozenSet[int] = TERMINATING | forward | {signal.SIGCHLD}
         self.read_fd = -1
         self._write_fd = -1
         self._previous: Dict[int, Any] = {}

@@ -85,9 +85,10 @@ def supervise(
         try:
             run = _Run(options, selection, console, wakeup, reaper)
             outcome, restarts = _run_attempts(run, plan, replan)
+            reaper.release()  # it exits while the summary is written
+            report(outcome, restarts, options.log_dir)
         finally:
             reaper.close()
-    report(outcome, restarts, options.log_dir)
     if outcome.launch_error is not None:
         raise outcome.launch_error
     return outcome.exit_code

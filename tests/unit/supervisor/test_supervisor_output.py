@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 from typing import List, Optional
 
 import pytest
@@ -93,3 +94,22 @@ def test_console_writes_everything_to_a_pipe() -> None:
     os.close(write_fd)
     assert os.read(read_fd, 100) == b"a\nb\n"
     os.close(read_fd)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_relay_output_is_independent_of_chunking(seed: int) -> None:
+    rng = random.Random(seed)
+    text = (
+        b"".join(b"line %d %s\n" % (i, b"x" * rng.randrange(0, 50)) for i in range(500)) + b"tail"
+    )
+    out: List[bytes] = []
+    relay = LineRelay(b"[rank 7] ", out.append)
+    position = 0
+    while position < len(text):
+        size = rng.choice([1, 2, 7, 100, 4096])
+        relay.feed(text[position : position + size])
+        position += size
+    relay.flush()
+    expected = b"".join(b"[rank 7] " + line + b"\n" for line in text.split(b"\n"))
+    assert b"".join(out) == expected
+    assert all(block.endswith(b"\n") and block.startswith(b"[rank 7] ") for block in out)

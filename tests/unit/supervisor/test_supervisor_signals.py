@@ -10,6 +10,7 @@ import pytest
 from jobs import Job
 
 import malaunch.supervisor
+from malaunch.errors import UsageError
 from malaunch.supervise_spawn import spawn
 
 
@@ -67,3 +68,10 @@ def test_signal_while_spawning_32_leaves_nothing(job: Job, monkeypatch: Any) -> 
     assert [p["pid"] for p in processes] == started
     assert len(started) == 32
     job.assert_all_gone(expected_at_least=32)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, 0, 999])
+def test_signals_that_cannot_be_forwarded_are_a_usage_error(job: Job, signum: int) -> None:
+    with pytest.raises(UsageError, match="--forward-signals: signal"):
+        job.run(job.plan(job.spec(0)), forward_signals=(signum,))
+    assert job.pid_files() == 0
