@@ -175,9 +175,21 @@ def _from_context_var(raw: str, env: Mapping[str, str]) -> Context:
         worker = _from_torchrun(env)
         if worker is not None:
             del worker["source"]
-            values.update(worker, role="worker")
+            values.update(worker, role="worker", **_agent_device(data, worker["local_rank"]))
     values["restart_count"] = _env_int(env, "MALAUNCH_RESTART_COUNT") or 0
     return Context(**values)
+
+
+def _agent_device(data: Dict[str, Any], local_rank: Optional[int]) -> Dict[str, Any]:
+    """device / device_id of a torchrun worker from the agent's ``local_devices`` list."""
+    devices: Any = data.get("local_devices")
+    try:
+        local_index, device_id = devices[local_rank]
+    except (TypeError, IndexError, ValueError):
+        return {"device": local_rank, "device_id": None}
+    if not isinstance(local_index, int) or not isinstance(device_id, int):
+        raise _bad(CONTEXT_VAR, f"local_devices: expected [index, id] pairs, got {devices!r}")
+    return {"device": local_index, "device_id": device_id}
 
 
 def _data_paths(env: Mapping[str, str]) -> Dict[str, Any]:

@@ -96,7 +96,7 @@ def context_dict(topology: Topology, spec: ProcessSpec, framework: str) -> Dict[
     device = _device(topology, spec)
     master_addr, master_port = _master(topology, spec.env)
     data = topology.data
-    return {
+    payload: Dict[str, Any] = {
         "rank": spec.rank,
         "local_rank": spec.local_rank,
         "world_size": _world_size(topology, spec.env),
@@ -117,6 +117,12 @@ def context_dict(topology: Topology, spec: ProcessSpec, framework: str) -> Dict[
         "source": topology.source,
         "agent": agent(spec.argv),
     }
+    if payload["agent"]:
+        # The agent's workers find their device by local rank: [in-container index, physical
+        # id] of this node's devices in rank order, the order torchrun numbers local ranks.
+        devices = sorted(topology.this_node.devices, key=lambda d: d.rank)
+        payload["local_devices"] = [[d.local_index, d.device_id] for d in devices]
+    return payload
 
 
 def context_env(topology: Topology, spec: ProcessSpec, framework: str = "") -> Dict[str, str]:

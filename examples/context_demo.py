@@ -27,7 +27,8 @@ SERVE_SECONDS = 600.0  # upper bound for a service; malaunch normally stops it m
 
 def main() -> int:
     ctx = context.current()
-    print(json.dumps({**ctx.as_dict(), "pid": os.getpid()}, sort_keys=True))
+    # One write per line: processes sharing a stdout (torchrun's workers) cannot split it.
+    sys.stdout.write(json.dumps({**ctx.as_dict(), "pid": os.getpid()}, sort_keys=True) + "\n")
     if ctx.rank is None:
         # A service process: a TensorFlow ps, or the MindSpore scheduler (which runs this same
         # command; a real script calls mindspore.communication.init() there). Services serve
@@ -37,7 +38,7 @@ def main() -> int:
         return 0
     if ctx.is_main:
         datasets = ", ".join(f"{name} -> {path}" for name, path in ctx.datasets.items())
-        print(f"main process of {ctx.world_size}; datasets: {datasets or 'none'}")
+        sys.stdout.write(f"main process of {ctx.world_size}; datasets: {datasets or 'none'}\n")
     return 0
 
 

@@ -237,3 +237,25 @@ def test_simulated_tf_ps_job_one_node_per_task(tmp_path: Path) -> None:
     assert len(chief) == 1
     for ctx in contexts:
         assert (ctx["world_size"], ctx["nnodes"], ctx["source"]) == (2, 3, "tf-ps")
+
+
+@pytest.mark.frameworks
+def test_torch_ddp_delegate_workers_see_their_own_rank(tmp_path: Path) -> None:
+    """Under a real torchrun agent started by malaunch, each worker's context carries the rank
+    torchrun gave it, and the job-level values (datasets, framework) malaunch gave the agent."""
+    log_dir = tmp_path / "logs"
+    result = run_cli(
+        ["--framework", "torch_ddp", "--torch-mode", "delegate", "--topology", "local",
+         "--nproc-per-node", "2", "--log-dir", str(log_dir), "--console-ranks", "none",
+         "--", sys.executable, str(DEMO)],
+        env=clean_env({"DATASET_MAP": json.dumps(DATASETS)}), cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    text = (log_dir / "torchrun-node-0.log").read_text(encoding="utf-8")
+    contexts = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    found = sorted((c["rank"], c["local_rank"], c["device"], c["device_id"]) for c in contexts)
+    assert found == [(0, 0, 0, 0), (1, 1, 1, 1)]
+    for ctx in contexts:
+        assert (ctx["world_size"], ctx["role"], ctx["framework"]) == (2, "worker", "torch_ddp")
+        assert ctx["datasets"] == DATASETS
+    assert len({c["pid"] for c in contexts}) == 2

@@ -12,7 +12,15 @@ import pytest
 from malaunch.context import Context, from_environ
 from malaunch.context_env import CONTEXT_VAR, agent, context_env
 from malaunch.launch import build_plan
-from malaunch.models import LaunchPlan, PlanOptions, ProcessSpec, ResolveOptions
+from malaunch.models import (
+    Device,
+    LaunchPlan,
+    Node,
+    PlanOptions,
+    ProcessSpec,
+    ResolveOptions,
+    Topology,
+)
 from malaunch.plugins import load_plugins
 from malaunch.testing import read_env_file
 
@@ -99,6 +107,7 @@ def test_torch_ddp_delegate_workers_take_their_rank_from_torchrun() -> None:
     }  # fmt: skip
     ctx = from_environ(worker_env)
     assert (ctx.rank, ctx.local_rank, ctx.device, ctx.world_size) == (3, 1, 1, 4)
+    assert ctx.device_id == 1
     assert (ctx.role, ctx.source, ctx.framework) == ("worker", "volcano", "torch_ddp")
     assert ctx.datasets == json.loads(OCTOPUS["DATASET_MAP"])
     # The agent itself sees its own context (no torchrun variables in its environment).
@@ -198,3 +207,35 @@ def test_the_context_follows_user_env_overrides() -> None:
     ctx = from_environ(spec.env)
     assert (ctx.master_addr, ctx.master_port) == ("10.9.9.9", 2345)
     assert spec.env["MASTER_ADDR"] == "10.9.9.9"
+
+
+def test_delegate_workers_map_local_rank_to_the_devices_in_rank_order() -> None:
+    """A rank-table node whose ranks do not follow its device order: NPU 5 holds rank 4."""
+    devices = (
+        Device(rank=5, local_index=0, device_id=4),
+        Device(rank=4, local_index=1, device_id=5),
+    )
+    topology = Topology(
+        source="ranktable",
+        nodes=(
+            Node(index=0, host="192.0.2.1", devices=()),
+            Node(index=1, host="192.0.2.2", devices=devices),
+        ),
+        node_rank=1,
+        master_addr="192.0.2.1",
+    )
+    spec = ProcessSpec(
+        role="torchrun", rank=4, local_rank=0, cwd="/", log_file="/tmp/t.log",
+        argv=("python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"),
+    )  # fmt: skip
+    agent_env = context_env(topology, spec, "torch_ddp")
+    first = from_environ({**agent_env, "RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "2"})
+    second = from_environ({**agent_env, "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
+    assert (first.device, first.device_id) == (1, 5)
+    assert (second.device, second.device_id) == (0, 4)
+    broken = json.loads(agent_env[CONTEXT_VAR])
+    broken["local_devices"] = [["x", 1], [0, 4]]
+    with pytest.raises(ValueError, match="local_devices"):
+        from_environ(
+            {CONTEXT_VAR: json.dumps(broken), "RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}
+        )
