@@ -72,6 +72,7 @@ def serve(cluster: Dict[str, List[str]], role: str, index: int, args: argparse.N
     server = tf.distribute.Server(
         spec, job_name=role, task_index=index, config=config, protocol="grpc"
     )
+    # Worker k of TF_CONFIG is TensorFlow's worker k-1 here (worker 0 coordinates).
     print(f"{role} {index}: serving at {server.target}", flush=True)
     if role == "ps":
         server.join()
@@ -80,11 +81,11 @@ def serve(cluster: Dict[str, List[str]], role: str, index: int, args: argparse.N
     deadline = time.monotonic() + args.timeout
     while not done.exists():
         if time.monotonic() > deadline:
-            print(f"worker {index}: no word from the coordinator in {args.timeout:.0f} s")
+            print(f"{role} {index}: no word from the coordinator in {args.timeout:.0f} s")
             return 1
         time.sleep(0.1)
     done.unlink()
-    print(f"worker {index}: coordinator finished; exiting", flush=True)
+    print(f"{role} {index}: coordinator finished; exiting", flush=True)
     return 0
 
 
