@@ -177,7 +177,11 @@ def dynamic_processes(
                 env={**common, "MS_ROLE": "MS_SCHED"},
                 cwd=str(base),
                 log_file=str(log_dir / "scheduler.log"),
-                service=True,
+                # The scheduler ends by itself once every worker of the cluster has
+                # unregistered. Alone on one node it can be stopped with the local workers;
+                # across nodes, stopping it when node 0's workers are done would strand the
+                # other nodes' workers, so there it is waited for like a worker.
+                service=topology.nnodes == 1,
             )
         )
     for local_rank, device in enumerate(devices):

@@ -160,7 +160,7 @@ def test_module_command_gets_the_launch_dir_on_pythonpath(
     assert plan.processes[0].env["PYTHONPATH"] == f"{tmp_path}:/opt/lib"
 
 
-def test_dynamic_mode_on_node_0_has_a_scheduler_service(
+def test_dynamic_mode_on_node_0_has_a_scheduler(
     malaunch_plan: PlanFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -174,7 +174,8 @@ def test_dynamic_mode_on_node_0_has_a_scheduler_service(
     }
     scheduler, *workers = plan.processes
     assert (scheduler.role, scheduler.rank, scheduler.local_rank) == ("scheduler", None, None)
-    assert scheduler.service
+    # Across nodes the scheduler must outlive node 0's workers: it is not a service there.
+    assert not scheduler.service
     assert scheduler.env == {**common, "MS_ROLE": "MS_SCHED"}
     assert scheduler.log_file == str(tmp_path / "logs" / "scheduler.log")
     for i, worker in enumerate(workers):
@@ -187,6 +188,15 @@ def test_dynamic_mode_on_node_0_has_a_scheduler_service(
         assert worker.cwd == str(tmp_path)
         assert worker.log_file == str(tmp_path / "logs" / f"worker-{i}.log")
         assert worker.argv == ("python", "train.py")
+
+
+def test_single_node_dynamic_scheduler_is_a_service(malaunch_plan: PlanFactory) -> None:
+    plan = malaunch_plan("mindspore", make_topology(nodes=1, nproc_per_node=2))
+    assert [(p.role, p.service) for p in plan.processes] == [
+        ("scheduler", True),
+        ("worker", False),
+        ("worker", False),
+    ]
 
 
 def test_dynamic_mode_on_node_1_runs_only_workers(malaunch_plan: PlanFactory) -> None:
