@@ -170,9 +170,10 @@ class Supervision:
             self.first_failure = child
             others = sum(other.running for other in self.children)
             what = "service " if child.spec.service and returncode == 0 else ""
+            stopping = f"; stopping {others} other processes" if others else ""
             logger.error(
-                f"{what}{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}; "
-                f"stopping {others} other processes"
+                f"{what}{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}"
+                + stopping
             )
             self._stop(signal.SIGTERM)
         elif not any(c.running for c in self.children if not c.spec.service):

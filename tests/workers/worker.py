@@ -10,10 +10,11 @@
 --done-file FILE   create FILE once its lines are out
 --wait-files F...  wait until these files exist (other ranks' --done-file)
 --fail-before K    exit 1 here while MALAUNCH_RESTART_COUNT < K (restart tests)
+--fail-rank R      ranks other than R just sleep after starting (R does the rest)
 --sleep S          sleep S seconds
 --kill-self SIG    end by sending itself signal SIG
 --exit N           end with exit code N
-"{restart}" in a file name stands for MALAUNCH_RESTART_COUNT.
+"{restart}" in a file name stands for MALAUNCH_RESTART_COUNT, "{rank}" for RANK.
 Started with ``python -S``: nothing but the standard library is needed.
 """
 
@@ -41,6 +42,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--partial")
     parser.add_argument("--done-file")
     parser.add_argument("--wait-files", nargs="*", default=[])
+    parser.add_argument("--fail-rank")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--kill-self")
     parser.add_argument("--exit", type=int, default=0)
@@ -113,12 +115,18 @@ def finish(args: argparse.Namespace, restart: int) -> None:
 def main() -> None:
     args = parse()
     restart = int(os.environ.get("MALAUNCH_RESTART_COUNT", "-1"))
+
+    def expand(path: str) -> str:
+        return path.replace("{restart}", str(restart)).replace("{rank}", os.environ.get("RANK", ""))
+
     if args.env_out:
-        args.env_out = args.env_out.replace("{restart}", str(restart))
+        args.env_out = expand(args.env_out)
     if args.done_file:
-        args.done_file = args.done_file.replace("{restart}", str(restart))
-    args.wait_files = [path.replace("{restart}", str(restart)) for path in args.wait_files]
+        args.done_file = expand(args.done_file)
+    args.wait_files = [expand(path) for path in args.wait_files]
     start(args, restart)
+    if args.fail_rank is not None and os.environ.get("RANK") != args.fail_rank:
+        time.sleep(600)
     finish(args, restart)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from pathlib import Path
 from typing import List
 
@@ -112,3 +114,26 @@ def test_restart_appends_to_the_log(job: Job) -> None:
     assert job.run(job.plan(spec), max_restarts=1) == 0
     # Attempt 0 printed its line and failed; attempt 1 printed it again, after it.
     assert job.log(spec) == b"rank0 line 0\nrank0 line 0\n"
+
+
+def test_output_held_by_an_escaped_process_does_not_hang_the_launcher(
+    job: Job, messages: List[str]
+) -> None:
+    """A grandchild that left the worker's session keeps the output pipe open: the launcher
+    still ends (after a short drain) with the worker's output in the log."""
+    pid_file = job.root / "escaped.pid"
+    code = (
+        "import subprocess, sys\n"
+        "print('worker line', flush=True)\n"
+        "child = subprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(60)'],"
+        " start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+    )
+    spec = job.spec(0, argv=[sys.executable, "-S", "-c", code])
+    try:
+        assert job.run(job.plan(spec)) == 0
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert job.log(spec) == b"worker line\n"
+    assert any("still held open" in m for m in messages)
