@@ -31,7 +31,7 @@ from malaunch.models import ResolveOptions
 from malaunch.topology import ranktable
 from malaunch.topology.ranktable_formats import parse_table
 from malaunch.topology.ranktable_read import MIN_POLL
-from malaunch.topology.ranktable_write import render, v1_document
+from malaunch.topology.ranktable_write import v1_text
 
 SERVERS = 1024
 DEVICES = 8
@@ -117,7 +117,7 @@ def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, floa
         (f"resolve: all, incl. {MIN_POLL * 1000:.0f} ms confirm pause", timed(resolve, runs)),
         ("  json.loads", timed(lambda: json.loads(raw), runs)),
         ("  parse + validate + order", timed(lambda: parse_table(data, "bench"), runs)),
-        ("  v1 document + render", timed(lambda: render(v1_document(table)), runs)),
+        ("  v1 text", timed(lambda: v1_text(table), runs)),
         ("  build Topology (pydantic)", timed(build, runs)),
         ("malaunch --help (subprocess)", timed(lambda: run_command([exe, "--help"]), sub_runs)),
         ("malaunch ranktable validate (subprocess)", timed(validate, sub_runs)),

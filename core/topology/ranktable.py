@@ -20,8 +20,8 @@ from malaunch.models import ResolveOptions, Topology
 from malaunch.topology.ranktable_formats import parse_table
 from malaunch.topology.ranktable_identity import find_this_node
 from malaunch.topology.ranktable_read import Location, NotReady, read_once, wait_ready
-from malaunch.topology.ranktable_schema import Server, Table, plural
-from malaunch.topology.ranktable_write import converted_path, render, v1_document, write_atomic
+from malaunch.topology.ranktable_schema import Server, Table, gc_paused, plural
+from malaunch.topology.ranktable_write import converted_path, v1_text, write_atomic
 
 SOURCE_NAME = "ranktable"
 V1_VAR = "RANK_TABLE_FILE_V_1_0"
@@ -60,14 +60,15 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     file for template-1 input.
     """
     ready = wait_ready(locate(env), options.wait_timeout, options.poll_interval)
-    table = parse_table(ready.data, f"rank table {ready.path}")
-    node_rank = find_this_node(table, env, options.hostnames)
-    if table.layout == "template 2":
-        target = converted_path(env, options.log_dir)
-        write_atomic(target, render(v1_document(table)))
-    else:
-        target = ready.path.absolute()
-    return build_topology(table, node_rank, env, str(target))
+    with gc_paused():
+        table = parse_table(ready.data, f"rank table {ready.path}")
+        node_rank = find_this_node(table, env, options.hostnames)
+        if table.layout == "template 2":
+            target = converted_path(env, options.log_dir)
+            write_atomic(target, v1_text(table))
+        else:
+            target = ready.path.absolute()
+        return build_topology(table, node_rank, env, str(target))
 
 
 def build_topology(
@@ -166,7 +167,8 @@ def describe_file(path: Path) -> str:
     (65) when it is empty, not JSON or invalid, and :class:`NotReadyError` (69) when its status
     is not "completed".
     """
-    table = _load_now(path)
+    with gc_paused():
+        table = _load_now(path)
     version = f" version {table.version}" if table.layout == "template 1" else ""
     servers = plural(len({server.server_id for server in table.servers}), "server")
     count = f"{servers}, {plural(table.rank_count, 'rank')}"
@@ -187,14 +189,14 @@ def convert_file(source: Path, target: Path) -> str:
     Template 2 is converted to version 1.0; template-1 input (1.0 or 1.2) keeps its version and
     is rewritten normalised (numbers as strings). No waiting: errors as :func:`describe_file`.
     """
-    table = _load_now(source)
-    document = v1_document(table)
-    write_atomic(target, render(document))
-    origin = (
-        f"{table.layout} version {table.version}" if table.layout == "template 1" else table.layout
-    )
+    with gc_paused():
+        table = _load_now(source)
+        write_atomic(target, v1_text(table))
+    template1 = table.layout == "template 1"
+    version = table.version if template1 else "1.0"
+    servers = plural(len({server.server_id for server in table.servers}), "server")
+    origin = f"{table.layout} version {table.version}" if template1 else table.layout
     return (
-        f"wrote {target}: template 1 version {document['version']}, "
-        f"{plural(len(document['server_list']), 'server')}, {plural(table.rank_count, 'rank')} "
-        f"(from {origin} {source})"
+        f"wrote {target}: template 1 version {version}, {servers}, "
+        f"{plural(table.rank_count, 'rank')} (from {origin} {source})"
     )

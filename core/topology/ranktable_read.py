@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional, Union
 
 from malaunch.errors import NotReadyError
-from malaunch.topology.ranktable_schema import MISSING, shown
+from malaunch.topology.ranktable_schema import MISSING, gc_paused, shown
 
 DIRECTORY_FILES = ("jobstart_hccl.json", "hccl.json")
 MIN_POLL = 0.01  # never spin, whatever --wait-timeout and poll interval say
@@ -64,7 +64,8 @@ def read_once(path: Path) -> Union[Ready, NotReady]:
     if not raw.strip():
         return NotReady("malformed", "the file is empty")
     try:
-        data = json.loads(raw)
+        with gc_paused():
+            data = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
         return NotReady("malformed", f"not valid JSON: {exc}")
     if type(data) is not dict:

@@ -7,8 +7,10 @@ builds the ``Topology`` model once from them.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
-from typing import Any, Dict, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
 
 from malaunch.errors import TopologyError
 
@@ -48,6 +50,23 @@ class Table(NamedTuple):
     @property
     def rank_count(self) -> int:
         return sum(len(server.devices) for server in self.servers)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large table is loaded and converted.
+
+    Tens of thousands of new dicts and tuples would otherwise set off collections that walk
+    every object of the process; these structures hold no cycles, so reference counting frees
+    them anyway.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def plural(count: int, word: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from malaunch.topology.ranktable_bulk import device_list, numbers
+from malaunch.topology.ranktable_bulk import Collected, NotCommon, addresses, numbers
 from malaunch.topology.ranktable_schema import (
     MISSING,
     Entry,
@@ -30,6 +30,13 @@ from malaunch.topology.ranktable_superpod import SuperIds, check_super_pods, sup
 
 def parse_template1(data: Mapping[str, Any], where: str, version: str) -> Table:
     """Validate a template-1 document; servers come back ordered by their lowest rank."""
+    try:
+        return _parse(data, where, version, Collected())
+    except NotCommon:
+        return _parse(data, where, version, None)
+
+
+def _parse(data: Mapping[str, Any], where: str, version: str, bulk: Optional[Collected]) -> Table:
     server_list = a_list(data.get("server_list", MISSING), where, "server_list")
     check_count(
         data.get("server_count", MISSING), len(server_list), where, "server_count", "servers"
@@ -40,7 +47,7 @@ def parse_template1(data: Mapping[str, Any], where: str, version: str) -> Table:
     super_ids: Dict[str, SuperIds] = {}
     for index, raw in enumerate(server_list):
         path = f"server_list[{index}]"
-        server = _server(an_object(raw, where, path), path, where, ips)
+        server = _server(an_object(raw, where, path), path, where, ips, bulk)
         if server.server_id in seen_ids:
             what = (
                 f"duplicate server id {shown(server.server_id)} (also {seen_ids[server.server_id]})"
@@ -50,6 +57,8 @@ def parse_template1(data: Mapping[str, Any], where: str, version: str) -> Table:
         servers.append(server)
         if version == "1.2":
             super_ids[server.server_id] = super_device_ids(raw, path, where)
+    if bulk is not None:
+        bulk.check()
     _check_host_ips(servers, where)
     _check_ranks(servers, where)
     details: Tuple[str, ...] = ()
@@ -59,14 +68,16 @@ def parse_template1(data: Mapping[str, Any], where: str, version: str) -> Table:
     return Table(where, "template 1", version, tuple(servers), data, details)
 
 
-def _server(raw: Dict[str, Any], path: str, where: str, ips: UniqueIps) -> Server:
+def _server(
+    raw: Dict[str, Any], path: str, where: str, ips: UniqueIps, bulk: Optional[Collected]
+) -> Server:
     server_id = text(raw.get("server_id", MISSING), where, f"{path}.server_id")
     list_path = f"{path}.device"
     devices = a_list(raw.get("device", MISSING), where, list_path)
-    ranks = numbers(devices, "rank_id")
-    common = device_list(devices, list_path, {}, ips.seen) if ranks is not None else None
-    if ranks is not None and common is not None:
-        entries = tuple(map(Entry, ranks, *common))
+    if bulk is not None:
+        ids, addresses_ = numbers(devices, "device_id"), addresses(devices)
+        bulk.add(server_id, ids, addresses_)
+        entries = tuple(map(Entry, numbers(devices, "rank_id"), ids, addresses_))
     else:
         entries = _devices_one_by_one(devices, list_path, server_id, where, ips)
     return Server(
@@ -117,7 +128,10 @@ def _check_host_ips(servers: List[Server], where: str) -> None:
 
 def _check_ranks(servers: List[Server], where: str) -> None:
     """rank_id values must be exactly 0..N-1: no duplicates and nothing out of range."""
-    total = sum(len(server.devices) for server in servers)
+    ranks = [entry.rank for server in servers for entry in server.devices]
+    total = len(ranks)
+    if len(set(ranks)) == total and max(ranks) == total - 1:
+        return  # n distinct non-negative numbers below n: exactly 0..n-1
     owner: List[Optional[str]] = [None] * total
     for server in servers:
         for index, entry in enumerate(server.devices):

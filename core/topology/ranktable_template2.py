@@ -9,9 +9,9 @@ itself and both sides agree.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from malaunch.topology.ranktable_bulk import Places, device_list
+from malaunch.topology.ranktable_bulk import Collected, NotCommon, addresses, numbers
 from malaunch.topology.ranktable_schema import (
     MISSING,
     Entry,
@@ -35,29 +35,37 @@ class _Pod(NamedTuple):
     order: Optional[int]  # the integer after the last "-" of pod_name
     name: str
     server_id: str
-    device_ids: List[int]  # in list order
-    device_ips: List[Optional[str]]
+    device_ids: Sequence[int]  # in list order
+    device_ips: Sequence[Optional[str]]
     path: str
 
 
 class _Seen:
     """What must be unique across the whole table."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, bulk: Optional[Collected]) -> None:
         self.where = where
+        self.bulk = bulk  # None: check one device at a time
         self.ips = UniqueIps(where)
         self.groups: Dict[str, str] = {}
         self.pods: Dict[str, str] = {}
         # Pods on one node (shared server_id) are merged into one template-1 server, so they
         # must not claim the same physical device.
-        self.node_devices: Dict[str, Places] = {}
+        self.node_devices: Dict[str, Dict[int, Tuple[str, int]]] = {}
 
 
 def parse_template2(data: Mapping[str, Any], where: str) -> Table:
     """Validate a template-2 document and number its ranks in pod-index order."""
+    try:
+        return _parse(data, _Seen(where, Collected()))
+    except NotCommon:
+        return _parse(data, _Seen(where, None))
+
+
+def _parse(data: Mapping[str, Any], seen: _Seen) -> Table:
+    where = seen.where
     groups = a_list(data.get("group_list", MISSING), where, "group_list")
     check_count(data.get("group_count", MISSING), len(groups), where, "group_count", "groups")
-    seen = _Seen(where)
     servers: List[Server] = []
     details: List[str] = []
     for index, raw in enumerate(groups):
@@ -69,6 +77,8 @@ def parse_template2(data: Mapping[str, Any], where: str) -> Table:
         details.append(detail)
     if not servers:
         fail(where, "group_list", "no group has devices (every device_count is 0)")
+    if seen.bulk is not None:
+        seen.bulk.check()
     return Table(where, "template 2", "template 2", tuple(servers), data, tuple(details))
 
 
@@ -140,22 +150,22 @@ def _pod(raw: Any, path: str, seen: _Seen) -> _Pod:
         )
     seen.pods[name] = path
     server_id = text(instance.get("server_id", MISSING), where, f"{path}.server_id")
-    on_node = seen.node_devices.setdefault(server_id, {})
     list_path = f"{path}.devices"
     devices = a_list(instance.get("devices", MISSING), where, list_path)
-    common = device_list(devices, list_path, on_node, seen.ips.seen)
-    if common is not None:
-        ids, ips = common
-        return _Pod(pod_index(name), name, server_id, ids, list(ips), path)
-    ids_and_ips = _devices_one_by_one(devices, list_path, server_id, on_node, seen)
+    if seen.bulk is not None:
+        ids, ips = numbers(devices, "device_id"), addresses(devices)
+        seen.bulk.add(server_id, ids, ips)
+        return _Pod(pod_index(name), name, server_id, ids, ips, path)
+    ids_and_ips = _devices_one_by_one(devices, list_path, server_id, seen)
     return _Pod(pod_index(name), name, server_id, *ids_and_ips, path)
 
 
 def _devices_one_by_one(
-    devices: List[Any], list_path: str, server_id: str, on_node: Places, seen: _Seen
+    devices: List[Any], list_path: str, server_id: str, seen: _Seen
 ) -> Tuple[List[int], List[Optional[str]]]:
     """Each device checked on its own: accepts any valid spelling, names what is wrong."""
     where = seen.where
+    on_node = seen.node_devices.setdefault(server_id, {})
     device_ids: List[int] = []
     device_ips: List[Optional[str]] = []
     for index, device in enumerate(devices):

@@ -12,7 +12,7 @@ from malaunch.errors import TopologyError
 from malaunch.topology.ranktable import _load_now, convert_file
 from malaunch.topology.ranktable_formats import parse_table
 from malaunch.topology.ranktable_template2 import pod_index
-from malaunch.topology.ranktable_write import render, v1_document
+from malaunch.topology.ranktable_write import v1_text
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"
@@ -40,7 +40,7 @@ def test_order_trap_follows_pod_index_not_names_or_server_ids() -> None:
     assert names != sorted(names)
     assert [s.server_id for s in table.servers] == ["192.0.2.9", "192.0.2.10", "192.0.2.100"]
     assert [[e.rank for e in s.devices] for s in table.servers] == [[0, 1], [2, 3], [4, 5]]
-    document = v1_document(table)
+    document = json.loads(v1_text(table))
     assert [s["server_id"] for s in document["server_list"]] == [
         "192.0.2.9",
         "192.0.2.10",
@@ -81,7 +81,7 @@ def test_pods_sharing_a_node_are_merged_into_one_v1_server() -> None:
         (6, 7),
     ]
     # ... and template 1 (unique server ids) gets one server entry, as ModelArts writes it.
-    document = v1_document(table)
+    document = json.loads(v1_text(table))
     assert document["server_count"] == "1"
     assert [(d["device_id"], d["rank_id"]) for d in devices_of(document)[0]] == [
         ("0", "0"),
@@ -191,9 +191,26 @@ def test_v1_2_keeps_version_and_super_pods(tmp_path: Path) -> None:
     assert written["server_list"] == original["server_list"]
 
 
-def test_render_is_json_with_one_server_per_line() -> None:
-    document = v1_document(_load_now(OWN / "template2_order_trap.json"))
-    text = render(document)
-    assert json.loads(text) == document
+@pytest.mark.parametrize(
+    "path", [OWN / "template2_order_trap.json", OWN / "v1_0_merged_int_rankid.json"]
+)
+def test_written_text_is_json_with_one_server_per_line(path: Path) -> None:
+    table = _load_now(path)
+    text = v1_text(table)
+    document = json.loads(text)
     server_lines = [line for line in text.splitlines() if '"server_id"' in line]
-    assert len(server_lines) == 3
+    assert len(server_lines) == len(document["server_list"]) == len(table.servers)
+    assert [json.loads(line.strip().rstrip(",")) for line in server_lines] == document[
+        "server_list"
+    ]
+
+
+def test_addresses_are_escaped_as_json() -> None:
+    raw = json.loads((SHARED / "ranktable_template2_2pods_8dev.json").read_text())
+    raw["group_list"][0]["instance_list"][0]["server_id"] = 'odd "name" \u00e9'
+    raw["group_list"][0]["instance_list"][0]["devices"][0]["device_ip"] = "fe80::1%eth0"
+    del raw["group_list"][0]["instance_list"][1]["devices"][7]["device_ip"]
+    document = json.loads(v1_text(parse_table(raw, "t")))
+    assert document["server_list"][1]["server_id"] == 'odd "name" \u00e9'
+    assert document["server_list"][1]["device"][0]["device_ip"] == "fe80::1%eth0"
+    assert document["server_list"][0]["device"][7] == {"device_id": "7", "rank_id": "7"}
