@@ -87,6 +87,14 @@ class Reaper:
     def release(self) -> None:
         """Normal exit: tell the reaper to leave without killing (it exits on its own)."""
         self._send(b"done\n")
+        self._close_pipe()
+
+    def kill_all(self) -> None:
+        """An unexpected error in the launcher: the reaper kills every group it still knows."""
+        self._close_pipe()  # end-of-file without "done", as if the launcher had died
+        self.close()
+
+    def _close_pipe(self) -> None:
         if self.pipe is not None:
             with contextlib.suppress(OSError):
                 self.pipe.close()

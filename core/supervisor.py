@@ -85,6 +85,10 @@ def supervise(
         try:
             run = _Run(options, selection, console, wakeup, reaper)
             outcome, restarts = _run_attempts(run, plan, replan)
+        except BaseException:
+            reaper.kill_all()  # a bug or a failed re-plan: leave nothing running behind us
+            raise
+        try:
             reaper.release()  # it exits while the summary is written
             report(outcome, restarts, options.log_dir)
         finally:

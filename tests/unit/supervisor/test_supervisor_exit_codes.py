@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import List
+from typing import Any, List
 
 import pytest
 from jobs import Job
 
 from malaunch.errors import LaunchError
+from malaunch.supervise_loop import Supervision
+from malaunch.supervise_spawn import Child
 
 
 def test_all_workers_succeed(job: Job) -> None:
@@ -114,3 +116,19 @@ def test_missing_working_dir_is_created_and_env_is_laid_over_ours(job: Job) -> N
     assert job.run(job.plan(spec), environ={**os.environ, "RANK": "not-this"}) == 0
     assert out.read_text() == "7 0\n"  # the plan's RANK wins; MALAUNCH_RESTART_COUNT=0
     assert (job.root / "deep" / "cwd").is_dir()
+
+
+def test_an_internal_error_still_leaves_nothing_running(job: Job, monkeypatch: Any) -> None:
+    started: List[Child] = []
+
+    def crash(self: Supervision) -> None:
+        started.extend(self.children)
+        job.wait_started(2)
+        raise RuntimeError("a bug in the event loop")
+
+    monkeypatch.setattr(Supervision, "run", crash)
+    specs = [job.spec(rank, "--sleep", "60", "--child") for rank in range(2)]
+    with pytest.raises(RuntimeError, match="a bug"):
+        job.run(job.plan(*specs))
+    job.assert_all_gone(expected_at_least=4)  # the reaper killed both groups
+    assert [child.proc.wait(timeout=5) for child in started] == [-signal.SIGKILL] * 2
