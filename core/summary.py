@@ -81,22 +81,15 @@ def write_summary(log_dir: str, summary: Dict[str, Any]) -> Optional[str]:
 
 def table_lines(outcome: Outcome) -> List[str]:
     """The console table: one row per process, the first failure marked."""
-    rows = [("PROCESS", "PID", "EXIT", "TIME", "LOG")]
+    rows = [("ROLE", "RANK", "PID", "EXIT", "TIME", "LOG")]
     for child in outcome.children:
-        rows.append(
-            (
-                describe(child.spec),
-                str(child.pid),
-                _ending(child),
-                _duration(child),
-                child.spec.log_file,
-            )
-        )
-    widths = [max(len(row[col]) for row in rows) for col in range(4)]
+        rank = child.spec.rank if child.spec.rank is not None else child.spec.local_rank
+        cells = (child.spec.role, "-" if rank is None else str(rank), str(child.pid))
+        rows.append((*cells, _ending(child), _duration(child), child.spec.log_file))
+    widths = [max(len(row[col]) for row in rows) for col in range(5)]
     lines = []
     for index, row in enumerate(rows):
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)] + [row[4]]
-        line = "  ".join(cells)
+        line = "  ".join([cell.ljust(width) for cell, width in zip(row, widths)] + [row[5]])
         if index and outcome.children[index - 1] is outcome.first_failure:
             line += f"  {FIRST_FAILURE_MARK}"
         lines.append(line)

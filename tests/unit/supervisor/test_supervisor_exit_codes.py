@@ -35,7 +35,9 @@ def test_worker_failure_code_is_the_launcher_code(job: Job, messages: List[str])
     assert summary["first_failure"]["exit_code"] == 3
     assert [p["signal"] for p in summary["processes"]] == ["SIGTERM"] * 3 + [None]
     assert any("rank 3" in m and "exited with code 3" in m for m in messages)
-    assert any(m.strip().endswith("<- first failure") and "rank 3" in m for m in messages)
+    assert any(
+        m.split()[:2] == ["worker", "3"] and m.endswith("<- first failure") for m in messages
+    )
     job.assert_all_gone(expected_at_least=7)
 
 
