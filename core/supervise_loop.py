@@ -4,9 +4,11 @@ One ``select`` waits on every output pipe and on the signal wakeup pipe (which a
 SIGCHLD), with a timeout only while a deadline is pending (the SIGKILL after ``--grace-period``,
 the final drain), so an idle launcher sleeps in the kernel. Rules (torch ``PContext``, SPEC §6):
 
-- the first worker that exits non-zero or dies of a signal, or a service (ps, scheduler) that
-  exits while workers still run, is the first failure: every other process group gets SIGTERM
-  at once and SIGKILL after the grace period;
+- the first process, worker or service (ps, scheduler), that exits non-zero or dies of a
+  signal is the first failure: every other process group gets SIGTERM at once and SIGKILL after
+  the grace period. A service that exits 0 on its own is simply done: a MindSpore scheduler
+  does so once every worker has unregistered, which can be before the launcher has seen the
+  workers' own exits;
 - when every worker has succeeded, the services get the same stop and the attempt succeeds;
 - a terminating launcher signal is forwarded to every group (then SIGKILL after the grace
   period); a second one sends SIGKILL at once; other configured signals are only forwarded.
@@ -63,13 +65,12 @@ class Outcome:
     @property
     def exit_code(self) -> int:
         """SPEC §3: 71 if a process could not be started, else the first failure's code (128+N
-        for signal N), else 128+N for the launcher's signal N, else 0. A service that exits 0
-        too early still failed: 1."""
+        for signal N), else 128+N for the launcher's signal N, else 0."""
         if self.launch_error is not None:
             return int(self.launch_error.exit_code)
         if self.first_failure is not None:
             code = self.first_failure.returncode or 0
-            return 128 - code if code < 0 else code or 1
+            return 128 - code if code < 0 else code
         if self.launcher_signal is not None:
             return 128 + self.launcher_signal
         return 0
@@ -166,14 +167,12 @@ class Supervision:
         self.reaper.forget(child.pid)
         if self.stopping:
             return
-        if child.spec.service or returncode != 0:
+        if returncode != 0:
             self.first_failure = child
             others = sum(other.running for other in self.children)
-            what = "service " if child.spec.service and returncode == 0 else ""
             stopping = f"; stopping {others} other processes" if others else ""
             logger.error(
-                f"{what}{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}"
-                + stopping
+                f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}" + stopping
             )
             self._stop(signal.SIGTERM)
         elif not any(c.running for c in self.children if not c.spec.service):

@@ -87,11 +87,17 @@ def test_service_dying_early_is_a_failure(job: Job) -> None:
     job.assert_all_gone(expected_at_least=2)
 
 
-def test_service_exiting_zero_early_still_fails(job: Job) -> None:
-    worker = job.spec(0, "--sleep", "60")
-    ps = job.spec(None, "--wait-files", str(job.pid_dir / "rank0.pids"), role="ps", service=True)
-    assert job.run(job.plan(worker, ps)) == 1
-    assert job.summary()["first_failure"]["exit_code"] == 0
+def test_service_exiting_zero_on_its_own_is_done_not_a_failure(job: Job) -> None:
+    done = job.pid_dir / "ps-done"
+    ps = job.spec(None, "--done-file", str(done), role="ps", service=True)
+    worker = job.spec(0, "--wait-files", str(done), "--sleep", "0.3")
+    assert job.run(job.plan(worker, ps)) == 0
+    summary = job.summary()
+    assert summary["first_failure"] is None
+    assert [(p["role"], p["exit_code"], p["signal"]) for p in summary["processes"]] == [
+        ("worker", 0, None),
+        ("ps", 0, None),
+    ]
     job.assert_all_gone(expected_at_least=2)
 
 
