@@ -105,6 +105,10 @@ class ProcessSpec(FrozenModel):
     service: bool = Field(
         default=False, description="runs until the workers finish (ps, scheduler)"
     )
+    dirs: Tuple[str, ...] = Field(
+        default=(),
+        description="directories the launcher creates before starting it (plans do no I/O)",
+    )
 
 
 class LaunchPlan(FrozenModel):

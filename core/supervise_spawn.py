@@ -118,7 +118,8 @@ def spawn(
     """Start one process of the plan; LaunchError (71) names the process if it cannot start."""
     env = {**environ, **spec.env, RESTART_VAR: str(attempt)}
     try:
-        os.makedirs(spec.cwd, exist_ok=True)
+        for directory in (spec.cwd, *spec.dirs):
+            os.makedirs(directory, exist_ok=True)
         log_fd = open_log(spec.log_file, append=attempt > 0)
     except OSError as exc:
         msg = f"cannot start {describe(spec)}: {exc.filename}: {exc.strerror}"

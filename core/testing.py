@@ -251,7 +251,9 @@ def make_ps_topology(
 
 # --- Plan invariants ---------------------------------------------------------------------
 
-CONTRACT_KEYS = {"role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service"}
+CONTRACT_KEYS = {
+    "role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service", "dirs",
+}  # fmt: skip
 
 
 def _dense(values: Sequence[int], start: Optional[int] = None) -> bool:

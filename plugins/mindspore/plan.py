@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.errors import UsageError
 from malaunch.models import Device, LaunchPlan, PlanOptions, ProcessSpec, Topology
@@ -126,9 +126,11 @@ def rank_table_processes(
         env = dict(common)
         env["RANK_ID"] = str(device.rank)
         env["DEVICE_ID"] = env["ASCEND_DEVICE_ID"] = str(device.local_index)
+        dirs: Tuple[str, ...] = ()
         if "ASCEND_PROCESS_LOG_PATH" not in environ:
             path = log_dir / job / "ascend" / "process_log" / f"rank_{device.rank}"
             env["ASCEND_PROCESS_LOG_PATH"] = str(path)
+            dirs = (str(path),)  # SPEC §5: created, as the ModelArts bootstrap does
         name = f"{job}-proc-rank-{device.rank}-device-{device.local_index}.txt"
         processes.append(
             ProcessSpec(
@@ -139,6 +141,7 @@ def rank_table_processes(
                 env=env,
                 cwd=str(parent / f"device{device.local_index}"),
                 log_file=str(log_dir / name),
+                dirs=dirs,
             )
         )
     return processes

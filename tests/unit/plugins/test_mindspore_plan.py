@@ -35,6 +35,8 @@ def test_rank_table_mode_env_of_every_process(malaunch_plan: PlanFactory, tmp_pa
         assert process.local_rank == i
         assert process.role == "worker"
         assert not process.service
+        # The plan does no I/O: the supervisor creates the Ascend log directory it names.
+        assert process.dirs == (process.env["ASCEND_PROCESS_LOG_PATH"],)
         assert process.cwd == str(logs / "workspace" / f"device{i}")
         assert process.log_file == str(logs / f"j1-proc-rank-{rank}-device-{i}.txt")
         assert process.argv == ("python", "train.py")
@@ -65,6 +67,7 @@ def test_values_already_set_are_left_alone(malaunch_plan: PlanFactory, tmp_path:
     )
     for process in plan.processes:
         assert not {"HCCL_CONNECT_TIMEOUT", "ASCEND_PROCESS_LOG_PATH", "JOB_ID"} & set(process.env)
+        assert process.dirs == ()
     assert plan.processes[0].log_file == str(tmp_path / "logs" / "mine-proc-rank-0-device-0.txt")
 
 
