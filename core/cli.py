@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
-from loguru import logger
 
-from malaunch import __version__
+from malaunch import __version__, log
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.launch import AUTO, build_plan, parse_env_pairs
 from malaunch.models import Framework, LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.plugins import PluginSet, load_plugins
+from malaunch.supervise_signals import parse_signal_names
 
 ENV_PREFIX = "MALAUNCH"
 TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate")
@@ -42,11 +42,17 @@ input, 66 missing file, 69 topology not ready, 70 internal, 71 spawn failure, 78
 
 
 def setup_logging(debug: bool) -> None:
-    """The launcher's own messages: one stderr sink, prefixed so they stand out from workers."""
-    logger.remove()
+    """The launcher's own messages: one stderr sink, prefixed so they stand out from workers.
+
+    The sink is installed when the first message is printed (see malaunch.log)."""
     level = "DEBUG" if debug else "INFO"
-    # A format *string* cannot call .lower(); loguru accepts a function returning the template.
-    logger.add(sys.stderr, level=level, format=_log_format)
+
+    def configure(real_logger: Any) -> None:
+        real_logger.remove()
+        # A format *string* cannot call .lower(); loguru accepts a function returning one.
+        real_logger.add(sys.stderr, level=level, format=_log_format)
+
+    log.set_up(level, configure)
 
 
 def _log_format(record: Any) -> str:
@@ -96,6 +102,8 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         log_dir=str(log_dir), environ=dict(os.environ), framework_options=framework_values
     )
     extra_env = parse_env_pairs(params["env"])
+    # Checked before the topology wait, so a typo does not cost --wait-timeout.
+    forward_signals = parse_signal_names(params["forward_signals"])
 
     def make_plan(_attempt: int = 0) -> LaunchPlan:
         return build_plan(
@@ -115,33 +123,19 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     if params["dry_run"]:
         click.echo(json.dumps(plan.to_json_dict(), indent=2))
         return int(ExitCode.OK)
-    from malaunch.supervisor import SuperviseOptions, supervise  # noqa: PLC0415 (start-up time)
+    # The supervisor is imported only when launching: --help and --dry-run stay light.
+    from malaunch.preflight import check_master_port  # noqa: PLC0415
+    from malaunch.supervisor import SuperviseOptions, supervise  # noqa: PLC0415
 
+    check_master_port(plan)
     options = SuperviseOptions(
         log_dir=str(log_dir),
         console_ranks=params["console_ranks"],
         grace_period=params["grace_period"],
         max_restarts=params["max_restarts"],
-        forward_signals=_parse_signals(params["forward_signals"]),
+        forward_signals=forward_signals,
     )
     return supervise(plan, options, replan=make_plan)
-
-
-def _parse_signals(spec: str) -> Tuple[int, ...]:
-    import signal  # noqa: PLC0415 (only needed when launching)
-
-    result: List[int] = []
-    for raw in spec.split(","):
-        name = raw.strip().upper()
-        if not name:
-            continue
-        name = name if name.startswith("SIG") else f"SIG{name}"
-        signum = getattr(signal, name, None)
-        if not isinstance(signum, int):
-            msg = f"--forward-signals: unknown signal {raw.strip()!r}"
-            raise UsageError(msg)
-        result.append(int(signum))
-    return tuple(result)
 
 
 def _core_options() -> List[click.Parameter]:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import click
-from loguru import logger
 
 from malaunch.launch import AUTO, resolve_topology
+from malaunch.log import logger
 from malaunch.models import ResolveOptions, Topology
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.data import missing_paths

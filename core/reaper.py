@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import IO, Optional
 
-from loguru import logger
+from malaunch.log import logger
 
 # Protocol, one line each: "+PGID" watch a group, "-PGID" forget it, "done" exit without killing.
 REAPER_SOURCE = """

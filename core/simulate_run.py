@@ -13,16 +13,14 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import click
-from loguru import logger
 
-from malaunch.errors import UsageError
+from malaunch.log import logger
 from malaunch.models import LaunchPlan, Node, ProcessSpec, Topology
 from malaunch.simulate import default_log_dir
 from malaunch.simulate_platforms import (
@@ -32,6 +30,7 @@ from malaunch.simulate_platforms import (
     SimNode,
     fabricate,
 )
+from malaunch.supervise_signals import parse_signal_names
 
 # Node launchers need their own grace period to stop their workers before we SIGKILL them.
 NODE_GRACE_MARGIN = 5.0
@@ -191,23 +190,10 @@ def prepare(shape: JobShape, cluster: SimCluster) -> Optional[Path]:
     return staging
 
 
-def parse_signals(spec: str) -> Tuple[int, ...]:
-    """``--forward-signals`` names (``SIGTERM,HUP``) as numbers."""
-    result: List[int] = []
-    for raw in filter(None, (item.strip().upper() for item in spec.split(","))):
-        name = raw if raw.startswith("SIG") else f"SIG{raw}"
-        number = getattr(signal, name, None)
-        if not isinstance(number, int):
-            msg = f"--forward-signals: unknown signal {raw!r}"
-            raise UsageError(msg)
-        result.append(int(number))
-    return tuple(result)
-
-
 def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
     """Fabricate the platform, then print it (``--print-env``) or run one launcher per node."""
     log_dir = default_log_dir(values["log_dir"])
-    signals = parse_signals(values["forward_signals"])  # a usage error before any work
+    signals = parse_signal_names(values["forward_signals"])  # a usage error before any work
     given = values["platform_dir"]
     if given or values["print_env"]:
         root = Path(given or Path(tempfile.gettempdir()) / "malaunch-simulate-XXXXXX").absolute()

@@ -17,8 +17,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
-from loguru import logger
-
+from malaunch.log import logger
 from malaunch.output import describe
 from malaunch.supervise_loop import Outcome, signal_name
 from malaunch.supervise_spawn import Child

@@ -23,9 +23,8 @@ import selectors
 import signal
 from typing import Callable, List, Optional, Tuple
 
-from loguru import logger
-
 from malaunch.errors import LaunchError
+from malaunch.log import logger
 from malaunch.output import describe
 from malaunch.reaper import Reaper
 from malaunch.supervise_signals import TERMINATING, SignalWakeup

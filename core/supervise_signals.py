@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Set
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Set, Tuple
 
 from malaunch.errors import UsageError
 
@@ -20,6 +20,19 @@ from malaunch.errors import UsageError
 TERMINATING: FrozenSet[int] = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 # SIGKILL and SIGSTOP cannot be caught; SIGCHLD is how the launcher learns of exits.
 UNFORWARDABLE: FrozenSet[int] = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD})
+
+
+def parse_signal_names(spec: str) -> Tuple[int, ...]:
+    """``--forward-signals`` names (``SIGTERM,HUP,usr1``) as numbers; UsageError otherwise."""
+    result: List[int] = []
+    for raw in filter(None, (item.strip().upper() for item in spec.split(","))):
+        name = raw if raw.startswith("SIG") else f"SIG{raw}"
+        number = getattr(signal, name, None)
+        if not isinstance(number, int):
+            msg = f"--forward-signals: unknown signal {raw!r}"
+            raise UsageError(msg)
+        result.append(int(number))
+    return tuple(result)
 
 
 def _ignore(_signum: int, _frame: Any) -> None:

@@ -13,9 +13,8 @@ import os
 import time
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from loguru import logger
-
 from malaunch.errors import LaunchError
+from malaunch.log import logger
 from malaunch.models import LaunchPlan
 from malaunch.output import (
     ConsoleWriter,
