@@ -7,6 +7,7 @@ exits. ``malaunch --framework NAME [OPTIONS] [--] COMMAND...`` launches; the oth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -282,23 +283,43 @@ def _run(args: List[str]) -> int:
     return int(result) if isinstance(result, int) else ExitCode.OK
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Console-script entry point."""
+def run(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line and return the exit code (SPEC §3)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _wants_debug(args)
     setup_logging(debug)
     try:
-        code = _run(args)
+        return _run(args)
     except MalaunchError as exc:
         if debug:
             traceback.print_exc()
         click.echo(f"malaunch: error: {exc}", err=True)
-        code = exc.exit_code
+        return int(exc.exit_code)
     except click.exceptions.Exit as exc:
-        code = exc.exit_code
+        return int(exc.exit_code)
     except click.exceptions.Abort:
-        code = ExitCode.for_signal(2)
+        return ExitCode.for_signal(2)
     except click.ClickException as exc:
         exc.show()
-        code = ExitCode.USAGE
-    sys.exit(code)
+        return int(ExitCode.USAGE)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Run the command line and exit with its code (``python -m malaunch``)."""
+    sys.exit(run(argv))
+
+
+def console_main() -> None:
+    """The ``malaunch`` console script: like :func:`main`, minus the interpreter's teardown.
+
+    Tearing down pydantic's, click's and the plugins' modules costs 40-70 ms of CPU on every
+    run, and a platform waits for it after the last worker has already exited. By now every
+    log, summary and rank table is written and closed, so only the standard streams need a
+    flush.
+    """
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        # A reader that went away, or a closed stream, must not turn the code into a crash.
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            stream.flush()
+    os._exit(code)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class FrozenModel(BaseModel):
     """Immutable, strict-about-extras base for every model."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Device(FrozenModel):

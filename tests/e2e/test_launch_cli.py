@@ -1,0 +1,74 @@
+"""The launch command's own behaviour around the supervisor: the master-port pre-flight,
+the lazily imported logger and the console script's exit path."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from malaunch.testing import clean_env, run_cli
+
+
+def test_busy_master_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli(
+            [
+                "--framework",
+                "torch_ddp",
+                "--topology",
+                "local",
+                "--master-port",
+                str(port),
+                "--log-dir",
+                str(tmp_path / "logs"),
+                "--",
+                sys.executable,
+                "-c",
+                f"open({str(marker)!r}, 'w')",
+            ]
+        )
+    assert result.code == 71, result.stderr
+    assert f"port {port}" in result.stderr
+    assert "--master-port" in result.stderr
+    assert not marker.exists()  # refused before any worker ran
+    assert "Traceback" not in result.stderr
+
+
+def test_dry_run_does_not_import_loguru(tmp_path: Path) -> None:
+    """loguru (asyncio, multiprocessing) is imported only when a message is printed."""
+    script = (
+        "import sys\n"
+        "from malaunch import cli\n"
+        "code = cli.run(['--framework', 'torch_ddp', '--topology', 'local', '--dry-run',\n"
+        "                '--log-dir', sys.argv[1], '--', 'python', 'train.py'])\n"
+        "assert code == 0, code\n"
+        "print('loguru' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_messages_still_reach_stderr_and_output_is_flushed(tmp_path: Path) -> None:
+    """The console script leaves through os._exit: everything printed must be out by then."""
+    code = "import os; print('x' * 70000); raise SystemExit(int(os.environ['RANK']) + 3)"
+    options = ["--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", "2"]
+    logs = ["--log-dir", str(tmp_path / "logs")]
+    result = run_cli([*options, *logs, "--", sys.executable, "-c", code])
+    assert result.code in (3, 4)
+    assert "malaunch: error: " in result.stderr  # the first failure, through the lazy logger
+    assert "malaunch: info: summary: exit code" in result.stderr
+    assert ("x" * 70000) in result.stdout
