@@ -73,21 +73,24 @@ class PluginSet:
 def _entry_points() -> List[Tuple[metadata.EntryPoint, Origin]]:
     """Every entry point of the group, with the distribution that declares it.
 
-    Distributions are walked one by one because Python 3.9's entry points do not know their
-    distribution. One found twice on sys.path (e.g. an installed copy next to a source tree)
-    counts once, the first found, as ``metadata.entry_points()`` does on 3.10+.
+    Only distributions that declare the group have their metadata read: parsing every
+    installed package's METADATA costs tens of milliseconds in a training image. A
+    distribution found twice on sys.path (an installed copy next to a source tree) counts once,
+    the first found, as ``metadata.entry_points()`` does on 3.10+.
     """
     found: List[Tuple[metadata.EntryPoint, Origin]] = []
     seen = set()
     for dist in metadata.distributions():
+        # Python 3.9's entry points do not know their distribution, hence this walk.
+        mine = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+        if not mine:
+            continue
         name = dist.metadata["Name"] or "unknown"
         key = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503 normalisation
         if key in seen:
             continue
         seen.add(key)
-        for ep in dist.entry_points:
-            if ep.group == ENTRY_POINT_GROUP:
-                found.append((ep, Origin(ep.name, name, dist.version)))
+        found.extend((ep, Origin(ep.name, name, dist.version)) for ep in mine)
     return found
 
 
