@@ -170,13 +170,12 @@ def parse_hosts(value: str, what: str) -> List[str]:
 
 
 def job_id(env: Mapping[str, str]) -> Optional[str]:
-    """The platform's job id: ModelArts' ``MA_VJ_NAME`` with ``ma-job`` -> ``modelarts-job``.
-
-    This is how ModelArts' own bootstrap names the job (and so its log files).
-    """
+    """The platform's job id: ModelArts' ``MA_VJ_NAME`` with ``ma-job`` -> ``modelarts-job``
+    (how ModelArts' own bootstrap names the job and its log files), else the legacy
+    ``BATCH_JOB_ID``."""
     name = get(env, "MA_VJ_NAME")
     if name is None:
-        return None
+        return get(env, "BATCH_JOB_ID")
     return "modelarts-job" + name[len("ma-job") :] if name.startswith("ma-job") else name
 
 

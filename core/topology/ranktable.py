@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping
 
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.models import ResolveOptions, Topology
+from malaunch.topology import env as envparse
 from malaunch.topology.ranktable_formats import parse_table
 from malaunch.topology.ranktable_identity import find_this_node
 from malaunch.topology.ranktable_read import Location, NotReady, read_once, wait_ready
@@ -83,7 +84,7 @@ def build_topology(
             "node_rank": node_rank,
             "master_addr": nodes[0]["host"],  # nodes are in rank order: node 0 holds rank 0
             "master_port": None,  # the framework plugin picks its own rendezvous port
-            "job_id": job_id(env),
+            "job_id": envparse.job_id(env),
             "rank_table_file": rank_table_file,
         }
     )
@@ -121,14 +122,6 @@ def node_host(server: Server) -> str:
     except ValueError:
         return fallback
     return server.server_id
-
-
-def job_id(env: Mapping[str, str]) -> Optional[str]:
-    """ModelArts' job id as its bootstrap spells it (``ma-job…`` -> ``modelarts-job…``)."""
-    name = env.get("MA_VJ_NAME")
-    if name:
-        return "modelarts-job" + name[len("ma-job") :] if name.startswith("ma-job") else name
-    return env.get("BATCH_JOB_ID") or None
 
 
 def _load_now(path: Path) -> Table:

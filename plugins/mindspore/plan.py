@@ -65,24 +65,17 @@ def local_devices(topology: Topology) -> List[Device]:
     return devices
 
 
-def normalize_job_id(raw: str) -> str:
-    """ModelArts' convention: ``ma-job-<uuid>`` becomes ``modelarts-job-<uuid>``."""
-    return "modelarts-job" + raw[len("ma-job") :] if raw.startswith("ma-job") else raw
-
-
 def job_id(topology: Topology, environ: Mapping[str, str]) -> str:
-    """``JOB_ID`` if set, else the topology's / platform's job id, else a stable generated id.
+    """``JOB_ID`` if set, else the topology's job id (the source read the platform's, e.g.
+    ModelArts' ``MA_VJ_NAME``), else a stable generated id.
 
     The generated id is a hash of what every node sees alike (source, hosts, master), so all
     nodes of one job agree on it and a plan is reproducible.
     """
     if environ.get("JOB_ID"):
         return environ["JOB_ID"]
-    for raw in (topology.job_id, environ.get("MA_VJ_NAME")):
-        if raw:
-            return normalize_job_id(raw)
-    if environ.get("BATCH_JOB_ID"):
-        return environ["BATCH_JOB_ID"]
+    if topology.job_id:
+        return topology.job_id
     seed = "|".join(
         [topology.source, topology.master_addr, str(topology.master_port)]
         + [node.host for node in topology.nodes]

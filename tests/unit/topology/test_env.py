@@ -143,6 +143,8 @@ def test_read_port() -> None:
     [
         ({"MA_VJ_NAME": "ma-job-0d3c"}, "modelarts-job-0d3c"),
         ({"MA_VJ_NAME": "custom-name"}, "custom-name"),
+        ({"MA_VJ_NAME": "custom-name", "BATCH_JOB_ID": "b1"}, "custom-name"),
+        ({"BATCH_JOB_ID": "b1"}, "b1"),
         ({"MA_VJ_NAME": ""}, None),
         ({}, None),
     ],

@@ -6,7 +6,7 @@ import json
 import shutil
 import socket
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -14,7 +14,7 @@ from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.models import ResolveOptions, Topology
 from malaunch.testing import read_env_file
 from malaunch.topology import ranktable
-from malaunch.topology.ranktable import _load_now, job_id
+from malaunch.topology.ranktable import _load_now
 from malaunch.topology.ranktable_formats import parse_table
 from malaunch.topology.ranktable_identity import find_this_node, host_addresses, normalise
 
@@ -200,19 +200,6 @@ def test_host_address_narrows_an_ambiguous_node_address() -> None:
     table = _load_now(OWN / "v1_0_ascend_operator.json")
     raw_env = {"MA_CURRENT_HOST_IP": "192.0.2.51"}
     assert find_this_node(table, raw_env, ("203.0.113.51",)) == 0
-
-
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    [
-        ({"MA_VJ_NAME": "ma-job-0d3c"}, "modelarts-job-0d3c"),
-        ({"MA_VJ_NAME": "custom-name", "BATCH_JOB_ID": "b1"}, "custom-name"),
-        ({"BATCH_JOB_ID": "b1"}, "b1"),
-        ({}, None),
-    ],
-)
-def test_job_id(env: Dict[str, str], expected: Optional[str]) -> None:
-    assert job_id(env) == expected
 
 
 # --- where the table is -------------------------------------------------------------------
