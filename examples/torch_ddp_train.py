@@ -87,9 +87,17 @@ def main() -> int:
     identical = all(s == sums[0] for s in sums)
     verdict = "identical" if identical else f"DIFFER {sums}"
     print(f"{tag}: allreduce={value.item()} ok; params checksum={checksum.item():.10f} {verdict}")
+    dist.barrier()  # nobody tears down while a peer is still in a collective
     dist.destroy_process_group()
     return 0 if identical else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Gloo's C++ threads can still hold tensors with Python references when the interpreter
+    # finalises, which aborts the process (SIGABRT, "terminate called without an active
+    # exception") now and then under load, after the work is done. Leaving without the
+    # interpreter's teardown keeps the exit code the job's own.
+    os._exit(code)
