@@ -12,14 +12,37 @@ import os
 import shutil
 import subprocess
 import sys
-import warnings
+import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Union
 
 import pytest
 
-from malaunch.models import Device, LaunchPlan, Node, PlanOptions, ProcessSpec, Task, Topology
+from malaunch.models import LaunchPlan, PlanOptions, Topology
 from malaunch.plugins import PluginSet, load_plugins
+from malaunch.testing_builders import make_ps_topology, make_rank_table_topology, make_topology
+from malaunch.testing_checks import CONTRACT_KEYS, check_plan
+
+__all__ = [
+    "CONTRACT_KEYS",
+    "CliResult",
+    "PlanFactory",
+    "check_plan",
+    "clean_env",
+    "make_plan",
+    "make_ps_topology",
+    "make_rank_table_topology",
+    "make_topology",
+    "malaunch_env",
+    "malaunch_executable",
+    "malaunch_plan",
+    "pid_alive",
+    "read_env_file",
+    "read_summary",
+    "run_cli",
+    "wait_gone",
+    "write_fake_distribution",
+]
 
 # Variables a platform injects; a test environment starts without them so that the machine
 # running the tests cannot leak into what the resolvers see.
@@ -114,242 +137,34 @@ def run_cli(
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-# --- Topology builders -------------------------------------------------------------------
-# Addresses are documentation ranges (RFC 5737): hosts 192.0.2.0/24, NPU IPs 198.51.100.0/24.
+# --- Processes and summaries ------------------------------------------------------------
 
 
-def _hosts(count: int) -> List[str]:
-    return ["127.0.0.1"] if count == 1 else [f"192.0.2.{11 + i}" for i in range(count)]
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie (dead, not yet reaped) counts as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]  # the name in parentheses may hold spaces
+    return state not in ("Z", "X")
 
 
-def make_topology(
-    nodes: int = 2,
-    nproc_per_node: int = 2,
-    node_rank: int = 0,
-    source: str = "local",
-    **overrides: Any,
-) -> Topology:
-    """A homogeneous cluster: ``nodes`` x ``nproc_per_node`` ranks numbered node by node.
+def wait_gone(pids: Sequence[int], timeout: float = 5.0) -> List[int]:
+    """Wait until every pid has exited; return those still alive at the deadline.
 
-    One node is ``127.0.0.1``; several are ``192.0.2.11``, ``192.0.2.12``, ...; the master is
-    the first node and ``master_port`` is unset (pass ``master_port=...`` to set it). Any
-    other :class:`~malaunch.models.Topology` field can be given in ``overrides``.
+    Orphans are reaped by init asynchronously, hence a bounded wait rather than one look.
     """
-    hosts = _hosts(nodes)
-    built = [
-        Node(
-            index=n,
-            host=host,
-            devices=tuple(
-                Device(rank=n * nproc_per_node + i, local_index=i, device_id=i)
-                for i in range(nproc_per_node)
-            ),
-        )
-        for n, host in enumerate(hosts)
-    ]
-    fields: Dict[str, Any] = {
-        "source": source,
-        "nodes": tuple(built),
-        "node_rank": node_rank,
-        "master_addr": hosts[0],
-    }
-    fields.update(overrides)
-    return Topology(**fields)
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if pid_alive(pid)]
 
 
-def make_rank_table_topology(
-    servers: int = 2,
-    devices_per_server: int = 8,
-    node_rank: int = 0,
-    rank_table_file: str = "/home/ma-user/rank_table/jobstart_hccl.json",
-    device_ids: Optional[Sequence[int]] = None,
-    **overrides: Any,
-) -> Topology:
-    """What the ``ranktable`` source gives for a template-1 table.
-
-    ``device_ids`` are the physical ids of each server in table order (default
-    ``0..devices_per_server-1``); ranks are numbered server by server in that order, and each
-    device's ``local_index`` is its position in the server's *ascending* id list.
-    """
-    ids = list(device_ids) if device_ids is not None else list(range(devices_per_server))
-    ascending = sorted(ids)
-    nodes = []
-    for s in range(servers):
-        devices = tuple(
-            Device(
-                rank=s * len(ids) + i,
-                local_index=ascending.index(device_id),
-                device_id=device_id,
-                device_ip=f"198.51.100.{s * len(ids) + i + 1}",
-            )
-            for i, device_id in enumerate(ids)
-        )
-        nodes.append(Node(index=s, host=f"192.0.2.{11 + s}", devices=devices))
-    fields: Dict[str, Any] = {
-        "source": "ranktable",
-        "nodes": tuple(nodes),
-        "node_rank": node_rank,
-        "master_addr": nodes[0].host,
-        "rank_table_file": rank_table_file,
-    }
-    fields.update(overrides)
-    return Topology(**fields)
-
-
-def make_ps_topology(
-    num_ps: int = 2,
-    num_workers: int = 3,
-    *,
-    role: str = "worker",
-    index: int = 0,
-    num_chief: int = 0,
-    port: int = 2222,
-    job: str = "job-tf",
-    **overrides: Any,
-) -> Topology:
-    """A parameter-server cluster as the ``tf-ps``/``tf-config`` sources describe it.
-
-    One node per task (chief, ps, worker order) on ``<job>-<role>-<i>.<job>:<port>``;
-    chief and worker nodes hold one rank each (chiefs first), ps nodes none; the task this
-    container runs is ``role`` ``index``.
-    """
-    counts = {"chief": num_chief, "ps": num_ps, "worker": num_workers}
-    roles = {
-        name: tuple(f"{job}-{name}-{i}.{job}:{port}" for i in range(count))
-        for name, count in counts.items()
-        if count
-    }
-    nodes: List[Node] = []
-    node_rank = None
-    for name, addresses in roles.items():
-        for i, address in enumerate(addresses):
-            if (name, i) == (role, index):
-                node_rank = len(nodes)
-            devices: Tuple[Device, ...] = ()
-            if name in ("chief", "worker"):
-                rank = i + (num_chief if name == "worker" else 0)
-                devices = (Device(rank=rank, local_index=0, device_id=0),)
-            host = address.rsplit(":", 1)[0]
-            pod = host.split(".", 1)[0]
-            nodes.append(Node(index=len(nodes), host=host, name=pod, role=name, devices=devices))
-    if node_rank is None:
-        msg = f"make_ps_topology: task {role} {index} is not in {counts}"
-        raise ValueError(msg)
-    master = roles["chief"][0] if num_chief else roles["worker"][0]
-    fields: Dict[str, Any] = {
-        "source": "tf-ps",
-        "nodes": tuple(nodes),
-        "node_rank": node_rank,
-        "master_addr": master.rsplit(":", 1)[0],
-        "job_id": job,
-        "roles": roles,
-        "task": Task(role=role, index=index),
-    }
-    fields.update(overrides)
-    return Topology(**fields)
-
-
-# --- Plan invariants ---------------------------------------------------------------------
-
-CONTRACT_KEYS = {
-    "role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service", "dirs",
-}  # fmt: skip
-
-
-def _dense(values: Sequence[int], start: Optional[int] = None) -> bool:
-    """Distinct consecutive integers (from ``start`` when given)."""
-    ordered = sorted(values)
-    first = ordered[0] if start is None else start
-    return ordered == list(range(first, first + len(ordered)))
-
-
-def _process_problems(index: int, spec: ProcessSpec) -> List[str]:
-    where = f"processes[{index}] ({spec.role} rank {spec.rank})"
-    problems = []
-    if not spec.role:
-        problems.append(f"{where}: empty role")
-    if not spec.argv or not all(isinstance(a, str) for a in spec.argv) or not spec.argv[0]:
-        problems.append(f"{where}: argv must be a non-empty list of str, got {spec.argv!r}")
-    for key, value in spec.env.items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
-            problems.append(f"{where}: env key {key!r} is not a variable name")
-        if not isinstance(value, str) or "\0" in value:
-            problems.append(f"{where}: env[{key!r}] must be a str without NUL, got {value!r}")
-    for field in ("cwd", "log_file"):
-        path = getattr(spec, field)
-        if not os.path.isabs(path):
-            problems.append(f"{where}: {field} {path!r} is not absolute")
-    if spec.rank is not None and spec.rank < 0:
-        problems.append(f"{where}: negative rank")
-    return problems
-
-
-def _group_problems(plan: LaunchPlan) -> List[str]:
-    processes = plan.processes
-    workers = [p for p in processes if not p.service]
-    problems = []
-    logs = [p.log_file for p in processes]
-    if len(set(logs)) != len(logs):
-        problems.append(f"log files are not distinct: {logs}")
-    ranks = [p.rank for p in processes if p.rank is not None]
-    if len(set(ranks)) != len(ranks):
-        problems.append(f"ranks are not unique: {ranks}")
-    worker_ranks = [p.rank for p in workers if p.rank is not None]
-    if worker_ranks and not _dense(worker_ranks):
-        problems.append(f"worker ranks are not dense (consecutive): {sorted(worker_ranks)}")
-    local = [p.local_rank for p in workers if p.local_rank is not None]
-    if local and not _dense(local, start=0):
-        problems.append(f"worker local ranks are not 0..{len(local) - 1}: {sorted(local)}")
-    if processes and not workers:
-        problems.append("every process is a service: nothing would ever finish")
-    identities = [(p.role, p.rank, p.local_rank) for p in processes if p.service]
-    if len(set(identities)) != len(identities):
-        problems.append(f"services are not distinct by role/rank/local rank: {identities}")
-    return problems
-
-
-def _json_problems(plan: LaunchPlan) -> List[str]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dumped = plan.to_json_dict()
-    if caught:  # pydantic warns (and guesses) when a field holds the wrong type
-        return [f"the plan does not serialise cleanly: {caught[0].message}"]
-    problems = []
-    if set(dumped) != {"framework", "topology", "processes"}:
-        problems.append(f"plan JSON keys {sorted(dumped)} differ from the dry-run contract")
-    for i, process in enumerate(dumped["processes"]):
-        if set(process) != CONTRACT_KEYS:
-            problems.append(f"processes[{i}] JSON keys {sorted(process)} differ from the contract")
-    again = LaunchPlan.model_validate_json(json.dumps(dumped))
-    if again != plan:
-        problems.append("the plan does not survive a JSON dump and reload unchanged")
-    return problems
-
-
-def check_plan(plan: LaunchPlan) -> None:
-    """Assert what every framework plugin's plan must satisfy; any plugin's tests can call it.
-
-    Checked: at least one process and at least one non-service process; roles set; argv a
-    non-empty list of str; env keys are variable names and values str; cwd and log files
-    absolute, log files distinct; ranks unique (services included), worker ranks consecutive,
-    worker local ranks ``0..n-1``; services distinct by (role, rank, local rank); the plan's
-    JSON has exactly the dry-run contract's keys and reloads to an equal plan.
-
-    :raises AssertionError: listing every problem found.
-    """
-    problems = [] if plan.framework else ["empty framework name"]
-    if not plan.processes:
-        problems.append("the plan has no processes")
-    for index, spec in enumerate(plan.processes):
-        problems.extend(_process_problems(index, spec))
-    problems.extend(_group_problems(plan))
-    problems.extend(_json_problems(plan))
-    if problems:
-        lines = "\n  ".join(problems)
-        msg = (
-            f"plan of framework {plan.framework!r} breaks {len(problems)} invariant(s):\n  {lines}"
-        )
-        raise AssertionError(msg)
+def read_summary(log_dir: Path) -> Dict[str, Any]:
+    """The ``malaunch-summary.json`` a launcher wrote in ``log_dir``."""
+    loaded: Dict[str, Any] = json.loads((log_dir / "malaunch-summary.json").read_text())
+    return loaded
 
 
 # --- Planning through the installed plugins ----------------------------------------------

@@ -7,17 +7,14 @@ these tests fail, they do not skip.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import re
 import sys
-import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, List, Sequence
 
 import pytest
 
-from malaunch.testing import run_cli
+from malaunch.testing import read_summary, run_cli, wait_gone
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(300)]
 
@@ -40,24 +37,8 @@ def simulate(tmp_path: Path, *script_args: str, grace: str = "5") -> Any:
     return run_cli(args, cwd=REPO, timeout=240)
 
 
-def summary(directory: Path) -> Dict[str, Any]:
-    loaded: Dict[str, Any] = json.loads((directory / "malaunch-summary.json").read_text())
-    return loaded
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def assert_all_gone(pids: Sequence[int]) -> None:
-    deadline = time.monotonic() + 5  # init reaps orphans asynchronously
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [pid for pid in pids if alive(pid)] == []
+    assert wait_gone(pids) == []  # bounded: init reaps orphans asynchronously
 
 
 def test_ddp_on_two_nodes_trains_to_identical_parameters(tmp_path: Path) -> None:
@@ -77,9 +58,9 @@ def test_ddp_on_two_nodes_trains_to_identical_parameters(tmp_path: Path) -> None
         node, prefix_rank, rank, local = (int(match.group(i)) for i in range(1, 5))
         assert (node, prefix_rank, local) == (rank // 2, rank, rank % 2)
     assert len({m.group(5) for m in found}) == 1  # the same weights on every rank
-    assert summary(tmp_path / "logs")["exit_code"] == 0
+    assert read_summary(tmp_path / "logs")["exit_code"] == 0
     for node in (0, 1):
-        inner = summary(tmp_path / "logs" / f"node-{node}")
+        inner = read_summary(tmp_path / "logs" / f"node-{node}")
         assert [(p["rank"], p["exit_code"]) for p in inner["processes"]] == [
             (2 * node, 0),
             (2 * node + 1, 0),
@@ -94,12 +75,12 @@ def test_a_rank_crashing_on_node_1_stops_the_whole_job_with_its_code(tmp_path: P
     )  # fmt: skip
     assert result.code == 7, result.stdout + result.stderr
     assert "[node 1] [rank 3] rank 3/4 (local 1): crashing at step 2 with code 7" in result.stdout
-    outer = summary(tmp_path / "logs")
+    outer = read_summary(tmp_path / "logs")
     assert (outer["first_failure"]["role"], outer["first_failure"]["rank"]) == ("node", 1)
     # The other ranks stall at step 2 for 300 s unless stopped: the launchers stopped them.
-    node0 = summary(tmp_path / "logs" / "node-0")
+    node0 = read_summary(tmp_path / "logs" / "node-0")
     assert [p["signal"] for p in node0["processes"]] == ["SIGTERM", "SIGTERM"]
-    node1 = summary(tmp_path / "logs" / "node-1")
+    node1 = read_summary(tmp_path / "logs" / "node-1")
     assert (node1["first_failure"]["rank"], node1["first_failure"]["exit_code"]) == (3, 7)
     workers = [int(path.read_text()) for path in pid_dir.glob("rank*.pid")]
     assert len(workers) == 4

@@ -14,11 +14,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Dict, List, Sequence
 
 import pytest
 
-from malaunch.testing import clean_env, malaunch_executable, run_cli
+from malaunch.testing import clean_env, malaunch_executable, read_summary, run_cli, wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,31 +85,14 @@ def rank_envs(tmp_path: Path) -> Dict[int, Dict[str, str]]:
     return envs
 
 
-def summary(log_dir: Path) -> Dict[str, Any]:
-    loaded: Dict[str, Any] = json.loads((log_dir / "malaunch-summary.json").read_text())
-    return loaded
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def assert_all_gone(pids: Sequence[int]) -> None:
-    """Every pid has exited (bounded wait: init reaps orphans asynchronously)."""
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [pid for pid in pids if alive(pid)] == []
+    assert wait_gone(pids) == []  # bounded: init reaps orphans asynchronously
 
 
 def all_pids(tmp_path: Path) -> List[int]:
     """Workers' pids, and every node launcher's pid from the simulation's summary."""
     pids = [int(p.read_text()) for p in (tmp_path / "out").glob("*.pid")]
-    return pids + [entry["pid"] for entry in summary(tmp_path / "logs")["processes"]]
+    return pids + [entry["pid"] for entry in read_summary(tmp_path / "logs")["processes"]]
 
 
 # --- what each platform injects ---------------------------------------------------------
@@ -257,14 +240,14 @@ def test_octopus_run_gives_every_rank_one_cluster(tmp_path: Path) -> None:
         assert env["MA_NUM_GPUS"] == "2"
         assert "TF_CONFIG" not in env
         assert f"[node {node}] [rank {rank}] hello from rank {rank}" in result.stdout.splitlines()
-    report = summary(tmp_path / "logs")
+    report = read_summary(tmp_path / "logs")
     assert report["exit_code"] == 0
     assert [(p["role"], p["rank"], p["exit_code"]) for p in report["processes"]] == [
         ("node", 0, 0),
         ("node", 1, 0),
     ]
     for node in (0, 1):
-        inner = summary(tmp_path / "logs" / f"node-{node}")
+        inner = read_summary(tmp_path / "logs" / f"node-{node}")
         assert sorted(p["rank"] for p in inner["processes"]) == [2 * node, 2 * node + 1]
 
 
@@ -275,9 +258,9 @@ def test_crash_on_node_1_stops_the_job_with_its_code(tmp_path: Path) -> None:
                  "--framework", "torch_ddp", "--grace-period", "2", command=command),
     )  # fmt: skip
     assert result.code == 7, result.stderr
-    report = summary(tmp_path / "logs")
+    report = read_summary(tmp_path / "logs")
     assert (report["first_failure"]["role"], report["first_failure"]["rank"]) == ("node", 1)
-    node1 = summary(tmp_path / "logs" / "node-1")
+    node1 = read_summary(tmp_path / "logs" / "node-1")
     assert node1["first_failure"]["rank"] == 3
     assert node1["first_failure"]["exit_code"] == 7
     assert "[node 1] [rank 3] rank 3 crashing" in result.stdout.splitlines()
@@ -305,7 +288,7 @@ def test_sigterm_to_simulate_reaches_every_node_and_leaves_nothing(tmp_path: Pat
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM, stderr
-    report = summary(tmp_path / "logs")
+    report = read_summary(tmp_path / "logs")
     assert report["exit_code"] == 143
     assert_all_gone(all_pids(tmp_path))
 
@@ -326,7 +309,7 @@ def test_rank_table_that_never_completes_exits_69(tmp_path: Path) -> None:
         assert "not ready" in line
         assert "initializing" in line
     assert not (tmp_path / "out").exists()  # no worker started
-    report = summary(tmp_path / "logs")
+    report = read_summary(tmp_path / "logs")
     assert report["first_failure"]["exit_code"] == 69
 
 
@@ -351,7 +334,7 @@ def test_tf_ps_stops_the_ps_nodes_once_the_workers_succeed(tmp_path: Path) -> No
             line.startswith(f"[node {node}] ") and f"--job_name={task} --task_index={index}" in line
             for line in lines
         )
-    report = summary(tmp_path / "logs")
+    report = read_summary(tmp_path / "logs")
     rows = {p["rank"]: p for p in report["processes"]}
     assert rows[0]["service"] and rows[0]["exit_code"] == 143  # the ps node, stopped by us
     assert (rows[1]["exit_code"], rows[2]["exit_code"]) == (0, 0)

@@ -19,20 +19,14 @@ from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from malaunch.models import LaunchPlan, Node, ProcessSpec, Topology
 from malaunch.supervisor import SuperviseOptions, supervise
+from malaunch.testing import pid_alive
 
 WORKERS = Path(__file__).resolve().parent
 WORKER = WORKERS / "worker.py"
 DRIVER = WORKERS / "driver.py"
 
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting to be reaped counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
+# One definition of "still running" for every test.
+alive = pid_alive
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
