@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import click
 
 from malaunch import __version__, log
-from malaunch.errors import ExitCode, MalaunchError, UsageError
+from malaunch.errors import ExitCode, MalaunchError, PluginError, UsageError
 from malaunch.launch import AUTO, build_plan, parse_env_pairs
-from malaunch.models import Framework, LaunchPlan, PlanOptions, ResolveOptions
+from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.plugins import PluginSet, load_plugins
 from malaunch.supervise_signals import parse_signal_names
 
@@ -35,6 +35,7 @@ Other commands:
   malaunch ranktable validate FILE     check an HCCL rank table
   malaunch ranktable convert IN OUT    template 2 -> template 1 (v1.0)
   malaunch simulate --nodes N ...      run a multi-node job on this machine
+  malaunch --version
 
 Every option can also be set as MALAUNCH_<OPTION> (e.g. MALAUNCH_FRAMEWORK=torch_ddp).
 Exit codes: the first failing worker's code (128+N for signal N); 64 usage, 65 malformed
@@ -58,10 +59,6 @@ def setup_logging(debug: bool) -> None:
 
 def _log_format(record: Any) -> str:
     return f"malaunch: {record['level'].name.lower()}: {{message}}\n{{exception}}"
-
-
-def _framework_option_names(framework: Framework) -> List[str]:
-    return [opt.name for opt in framework.options if opt.name]
 
 
 def _split_framework_values(
@@ -89,7 +86,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     framework: str = params.pop("framework")
     framework_values = _split_framework_values(plugins, framework, params, ctx)
     plugins.framework(framework)  # unknown name -> exit 78 before any topology work
-    if not command and not params["dry_run"]:
+    if not command:
         msg = "no command given: malaunch --framework NAME [OPTIONS] -- COMMAND [ARG...]"
         raise UsageError(msg)
     log_dir = Path(params["log_dir"] or os.environ.get("MA_LOG_DIR") or "malaunch-logs")
@@ -229,8 +226,6 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
         for opt in registered.item.options:
             clash = taken.intersection(_spellings(opt))
             if clash:
-                from malaunch.errors import PluginError  # noqa: PLC0415
-
                 msg = (
                     f"framework {name!r} ({registered.origin.describe()}) adds option "
                     f"{sorted(clash)[0]}, which already exists"

@@ -340,7 +340,7 @@ def test_mindspore_dynamic_locally_with_overrides(tmp_path: Path) -> None:
     [
         (["--framework", "torch_ddp", "--ms-mode", "dynamic", "--dry-run", "--", "x"],
          "--ms-mode is an option of framework 'mindspore', not of 'torch_ddp'"),
-        (["--framework", "torch_ddp", "--dry-run"], "torch_ddp: no command given"),
+        (["--framework", "torch_ddp", "--dry-run"], "malaunch: error: no command given"),
         (["--framework", "mindspore", "--ms-mode", "ranktable", "--dry-run", "--", "x"],
          "--ms-mode ranktable: topology source 'local' gives no rank table"),
         (["--framework", "torch_ddp", "--torch-mode", "delegate", "--dry-run", "--", "python"],
