@@ -19,7 +19,7 @@ import click
 
 from malaunch import __version__, log
 from malaunch.errors import ExitCode, MalaunchError, PluginError, UsageError
-from malaunch.launch import AUTO, build_plan, parse_env_pairs
+from malaunch.launch import AUTO, build_plan, parse_env_pairs, warn_about_missing_data
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.plugins import PluginSet, load_plugins
 from malaunch.supervise_signals import parse_signal_names
@@ -118,6 +118,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         )
 
     plan = make_plan()
+    warn_about_missing_data(plan.topology)
     if params["dry_run"]:
         click.echo(json.dumps(plan.to_json_dict(), indent=2))
         return int(ExitCode.OK)

@@ -12,11 +12,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from malaunch.launch import AUTO, resolve_topology
-from malaunch.log import logger
+from malaunch.launch import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.models import ResolveOptions, Topology
 from malaunch.plugins import Origin, PluginSet, load_plugins
-from malaunch.topology.data import missing_paths
 
 
 @click.group(
@@ -120,8 +118,7 @@ def topology_command(
         nproc_per_node=nproc_per_node, wait_timeout=wait_timeout, log_dir=str(directory)
     )
     topology = resolve_topology(plugins, os.environ, source, options)
-    for path in missing_paths(topology.data):
-        logger.warning("data path does not exist here: {}", path)
+    warn_about_missing_data(topology)
     if as_json:
         click.echo(json.dumps(topology.model_dump(mode="json"), indent=2))
     else:

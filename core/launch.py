@@ -11,6 +11,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from malaunch.conda import apply_conda
 from malaunch.context_env import context_env
 from malaunch.errors import TopologyError, UsageError
+from malaunch.log import logger
 from malaunch.models import (
     DataPaths,
     LaunchPlan,
@@ -20,7 +21,7 @@ from malaunch.models import (
     Topology,
 )
 from malaunch.plugins import PluginSet
-from malaunch.topology.data import parse_data_paths
+from malaunch.topology.data import missing_paths, parse_data_paths
 
 AUTO = "auto"
 
@@ -45,6 +46,13 @@ def _with_data(topology: Topology, environ: Mapping[str, str]) -> Topology:
     if topology.data != DataPaths():
         return topology
     return topology.model_copy(update={"data": parse_data_paths(environ)})
+
+
+def warn_about_missing_data(topology: Topology) -> None:
+    """Data paths the platform named but this machine lacks: a warning, not an error, since a
+    script may create or mount them itself."""
+    for path in missing_paths(topology.data):
+        logger.warning(f"data path does not exist here: {path}")
 
 
 def override_master(

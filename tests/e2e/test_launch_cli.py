@@ -72,3 +72,16 @@ def test_messages_still_reach_stderr_and_output_is_flushed(tmp_path: Path) -> No
     assert "malaunch: error: " in result.stderr  # the first failure, through the lazy logger
     assert "malaunch: info: summary: exit code" in result.stderr
     assert ("x" * 70000) in result.stdout
+
+
+def test_missing_data_paths_are_a_warning_at_launch(tmp_path: Path) -> None:
+    present = tmp_path / "train-set"
+    present.mkdir()
+    absent = tmp_path / "not-mounted"
+    data_map = f'{{"train": "{present}", "eval": "{absent}"}}'
+    env = clean_env({"DATASET_MAP": data_map})
+    options = ["--framework", "torch_ddp", "--topology", "local", "--dry-run"]
+    result = run_cli([*options, "--log-dir", str(tmp_path / "logs"), "--", "python", "t.py"], env)
+    assert result.code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "data path" in line]
+    assert warnings == [f"malaunch: warning: data path does not exist here: {absent}"]
