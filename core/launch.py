@@ -10,7 +10,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.conda import apply_conda
 from malaunch.context_env import context_env
-from malaunch.errors import TopologyError, UsageError
+from malaunch.errors import PluginError, TopologyError, UsageError
 from malaunch.log import logger
 from malaunch.models import (
     DataPaths,
@@ -122,4 +122,11 @@ def build_plan(
     topology = resolve_topology(plugins, environ, source, resolve_options)
     topology = override_master(topology, *master)
     plan = chosen.plan(topology, list(command), plan_options)
+    if not plan.processes:
+        # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
+        msg = (
+            f"framework {framework!r} planned no process for node {topology.node_rank} "
+            f"of topology source {topology.source!r}"
+        )
+        raise PluginError(msg)
     return finalize_plan(plan, environ, extra_env or {}, conda_env)
