@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict
 
 import pytest
 
 from malaunch import context
 from malaunch.context import FIELDS, Context, from_environ
-from malaunch.testing import clean_env
+from malaunch.testing import clean_env, read_env_file
+
+SHARED = Path(__file__).parents[1] / "fixtures" / "shared"
 
 
 def test_defaults_describe_a_single_process() -> None:
@@ -78,6 +81,16 @@ def test_malformed_context_names_the_variable(raw: str, expected: str) -> None:
     with pytest.raises(ValueError, match="MALAUNCH_CONTEXT") as info:
         from_environ({"MALAUNCH_CONTEXT": raw})
     assert expected in str(info.value)
+
+
+def test_torchrun_worker_fixture() -> None:
+    """The shared fixture: local worker 3 on node 1 of a 2 x 8 torchrun job."""
+    env = read_env_file(SHARED / "torchrun_worker_env.env")
+    ctx = from_environ(env)
+    assert (ctx.rank, ctx.local_rank, ctx.world_size) == (11, 3, 16)
+    assert (ctx.node_rank, ctx.nnodes) == (1, 2)
+    assert (ctx.master_addr, ctx.master_port, ctx.source) == ("192.0.2.21", 29500, "torchrun")
+    assert not ctx.is_main
 
 
 def test_torchrun_variables() -> None:
