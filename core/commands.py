@@ -149,6 +149,24 @@ def ranktable_convert(source: Path, target: Path) -> None:
     click.echo(ranktable.convert_file(source, target))
 
 
+@ranktable_group.command("generate")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--devices", default="0-7", show_default=True, help="0-7, 0,1,2,3 or [0,8).")
+@click.option("--server-id", help="Default: this host's IP, as hccl_tools.py finds it.")
+@click.option(
+    "--hccn-conf",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="/etc/hccn.conf",
+    show_default=True,
+)
+def ranktable_generate(out: Path, devices: str, server_id: Optional[str], hccn_conf: Path) -> None:
+    """Write this server's v1.0 rank table to OUT (what hccl_tools.py does)."""
+    from malaunch.topology import ranktable_generate as generate  # noqa: PLC0415
+
+    server = server_id if server_id is not None else generate.this_host_ip()
+    click.echo(generate.generate_file(out, devices, server, hccn_conf))
+
+
 @tools.command(
     "simulate",
     add_help_option=False,
