@@ -20,6 +20,7 @@ def malaunch_register_topology_sources() -> List[TopologySource]:
     from malaunch.topology import (  # noqa: PLC0415
         local,
         ranktable,
+        slurm,
         tf_config,
         tf_ps,
         volcano,
@@ -53,6 +54,13 @@ def malaunch_register_topology_sources() -> List[TopologySource]:
             detect=volcano.detect,
             auto_order=40,
             help="VC_WORKER_HOSTS or /etc/volcano, VC_TASK_INDEX, MA_NUM_HOSTS, MA_NUM_GPUS",
+        ),
+        TopologySource(
+            name=slurm.SOURCE,
+            resolve=slurm.resolve,
+            detect=slurm.detect,
+            auto_order=45,
+            help="SLURM_STEP_NODELIST or SLURM_JOB_NODELIST, SLURM_NODEID, SLURM_GPUS_ON_NODE",
         ),
         TopologySource(
             name=local.SOURCE,
