@@ -151,8 +151,12 @@ def sched_port(topology: Topology, framework_options: Mapping[str, object]) -> i
 def dynamic_processes(
     topology: Topology, command: Sequence[str], options: PlanOptions, base: Path
 ) -> List[ProcessSpec]:
-    """A scheduler service on node 0 plus one worker per local device, as msrun starts them."""
-    devices = local_devices(topology)
+    """A scheduler on node 0 plus one worker per local device, as msrun starts them.
+
+    A topology naming an external scheduler (``roles["scheduler"]``, MindX ascend-operator)
+    gets workers only; on the scheduler's own pod (``task.role == "scheduler"``) only the
+    scheduler is planned.
+    """
     log_dir = base / options.log_dir
     timeout = options.framework_options.get("ms_topo_timeout") or DEFAULT_TOPO_TIMEOUT
     # Every process, the scheduler included, must see the same MS_SCHED_* and MS_WORKER_NUM.
@@ -164,22 +168,24 @@ def dynamic_processes(
         "RANK_SIZE": str(topology.world_size),
     }
     argv = tuple(command)
+    scheduler = ProcessSpec(
+        role="scheduler",
+        argv=argv,
+        env={**common, "MS_ROLE": "MS_SCHED"},
+        cwd=str(base),
+        log_file=str(log_dir / "scheduler.log"),
+        # The scheduler ends by itself once every worker of the cluster has unregistered.
+        # Alone on one node it can be stopped with the local workers; across nodes, stopping
+        # it when node 0's workers are done would strand the other nodes' workers, so there
+        # it is waited for like a worker. On its own pod it is the job.
+        service=topology.nnodes == 1 and not _is_scheduler_task(topology),
+    )
+    if _is_scheduler_task(topology):
+        return [scheduler]
+    devices = local_devices(topology)
     processes = []
-    if topology.node_rank == 0:
-        processes.append(
-            ProcessSpec(
-                role="scheduler",
-                argv=argv,
-                env={**common, "MS_ROLE": "MS_SCHED"},
-                cwd=str(base),
-                log_file=str(log_dir / "scheduler.log"),
-                # The scheduler ends by itself once every worker of the cluster has
-                # unregistered. Alone on one node it can be stopped with the local workers;
-                # across nodes, stopping it when node 0's workers are done would strand the
-                # other nodes' workers, so there it is waited for like a worker.
-                service=topology.nnodes == 1,
-            )
-        )
+    if topology.node_rank == 0 and "scheduler" not in topology.roles:
+        processes.append(scheduler)
     for local_rank, device in enumerate(devices):
         env = {
             **common,
@@ -199,3 +205,7 @@ def dynamic_processes(
             )
         )
     return processes
+
+
+def _is_scheduler_task(topology: Topology) -> bool:
+    return topology.task is not None and topology.task.role == "scheduler"

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from malaunch.errors import UsageError
-from malaunch.testing import PlanFactory, make_rank_table_topology, make_topology
+from malaunch.models import ResolveOptions, Topology
+from malaunch.testing import PlanFactory, make_rank_table_topology, make_topology, read_env_file
+from malaunch.topology import mindx
 from malaunch_mindspore.plan import job_id
 
 TABLE = "/home/ma-user/rank_table/jobstart_hccl.json"
+SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
 
 
 def test_rank_table_mode_env_of_every_process(malaunch_plan: PlanFactory, tmp_path: Path) -> None:
@@ -249,3 +252,49 @@ def test_plan_json_is_the_dry_run_contract(malaunch_plan: PlanFactory) -> None:
     dumped = json.loads(json.dumps(plan.to_json_dict()))
     assert dumped["framework"] == "mindspore"
     assert dumped["processes"][0]["env"]["RANK_ID"] == "0"
+
+
+def _mindx_topology(**changes: str) -> Topology:
+    env = read_env_file(SHARED / "mindx_operator_mindspore_env.env")
+    env.update(changes)
+    return mindx.resolve({k: v for k, v in env.items() if v}, ResolveOptions())
+
+
+def test_mindx_worker_pod_runs_workers_only(malaunch_plan: PlanFactory) -> None:
+    # The ascend-operator runs the scheduler in its own pod: none on any worker pod.
+    for node_rank in ("0", "1"):
+        plan = malaunch_plan("mindspore", _mindx_topology(MS_NODE_RANK=node_rank))
+        first = int(node_rank) * 8
+        assert [p.role for p in plan.processes] == ["worker"] * 8
+        assert [p.env["MS_NODE_ID"] for p in plan.processes] == [str(first + i) for i in range(8)]
+        for process in plan.processes:
+            assert process.env["MS_ROLE"] == "MS_WORKER"
+            assert process.env["MS_SCHED_HOST"] == "203.0.113.110"
+            assert process.env["MS_SCHED_PORT"] == "2222"
+            assert process.env["MS_WORKER_NUM"] == "16"
+            assert not process.service
+
+
+def test_mindx_scheduler_pod_runs_only_the_scheduler(
+    malaunch_plan: PlanFactory, tmp_path: Path
+) -> None:
+    topology = _mindx_topology(MS_ROLE="MS_SCHED", MS_SCHED_HOST="203.0.113.5", MS_NODE_RANK="")
+    plan = malaunch_plan("mindspore", topology)
+    (scheduler,) = plan.processes
+    assert (scheduler.role, scheduler.rank, scheduler.local_rank) == ("scheduler", None, None)
+    # On its own pod the scheduler is the job: waited for, not stopped as a service.
+    assert not scheduler.service
+    assert scheduler.env == {
+        "MS_ROLE": "MS_SCHED",
+        "MS_SCHED_HOST": "203.0.113.5",
+        "MS_SCHED_PORT": "2222",
+        "MS_WORKER_NUM": "16",
+        "MS_TOPO_TIMEOUT": "600",
+        "RANK_SIZE": "16",
+    }
+    assert scheduler.log_file == str(tmp_path / "logs" / "scheduler.log")
+    # A single worker pod does not make the scheduler pod's scheduler a service either.
+    single = _mindx_topology(MS_ROLE="MS_SCHED", MS_WORKER_NUM="8", MS_NODE_RANK="")
+    assert [(p.role, p.service) for p in malaunch_plan("mindspore", single).processes] == [
+        ("scheduler", False)
+    ]
