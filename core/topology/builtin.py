@@ -19,6 +19,7 @@ def malaunch_register_topology_sources() -> List[TopologySource]:
     # a plugin error naming this hook, instead of breaking every command at import time.
     from malaunch.topology import (  # noqa: PLC0415
         local,
+        mindx,
         ranktable,
         slurm,
         tf_config,
@@ -47,6 +48,13 @@ def malaunch_register_topology_sources() -> List[TopologySource]:
             detect=tf_config.detect,
             auto_order=30,
             help="TF_CONFIG JSON (Kubeflow TFJob, Volcano tensorflow plugin)",
+        ),
+        TopologySource(
+            name=mindx.SOURCE,
+            resolve=mindx.resolve,
+            detect=mindx.detect,
+            auto_order=35,
+            help="MindX ascend-operator MS_ROLE, MS_SCHED_HOST/PORT, MS_WORKER_NUM, MS_NODE_RANK",
         ),
         TopologySource(
             name=volcano.SOURCE,
