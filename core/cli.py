@@ -145,7 +145,8 @@ def _core_options() -> List[click.Parameter]:
             default=AUTO,
             show_default=True,
             metavar="SOURCE",
-            help="Topology source: auto, ranktable, tf-ps, tf-config, volcano, local, ...",
+            help="Topology source: auto, or a name from `malaunch plugins` (ranktable, tf-ps, "
+            "tf-config, mindx, volcano, slurm, local, ...).",
         ),
         click.Option(
             ["--nproc-per-node"],

@@ -1,7 +1,9 @@
 """Registers the built-in topology sources (declared as an entry point in pyproject.toml).
 
 ``auto_order`` follows SPEC §4: rank table, TF PS variables, ``TF_CONFIG``, Volcano/Octopus
-variables, then local (whose ``detect`` always answers yes, so it comes last).
+variables, then local (whose ``detect`` always answers yes, so it comes last). The MindX
+ascend-operator variables (``MS_*``, 35) and Slurm's (45) fit in where their variables cannot
+be mistaken for another platform's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from malaunch.models import TopologySource
 
 @hookimpl
 def malaunch_register_topology_sources() -> List[TopologySource]:
-    """The rank-table, tf-ps, tf-config, volcano and local sources."""
+    """The rank-table, tf-ps, tf-config, mindx, volcano, slurm and local sources."""
     # Imported here, not at module level: a broken or missing source module then surfaces as
     # a plugin error naming this hook, instead of breaking every command at import time.
     from malaunch.topology import (  # noqa: PLC0415

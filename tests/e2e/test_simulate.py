@@ -336,7 +336,10 @@ def test_tf_ps_stops_the_ps_nodes_once_the_workers_succeed(tmp_path: Path) -> No
         )
     report = read_summary(tmp_path / "logs")
     rows = {p["rank"]: p for p in report["processes"]}
-    assert rows[0]["service"] and rows[0]["exit_code"] == 143  # the ps node, stopped by us
+    # The ps node, stopped by us: its launcher exits 143 after stopping the ps, or, when the
+    # trivial workers finished before it had even set up its handlers, dies of the SIGTERM.
+    assert rows[0]["service"]
+    assert (rows[0]["exit_code"], rows[0]["signal"]) in ((143, None), (None, "SIGTERM"))
     assert (rows[1]["exit_code"], rows[2]["exit_code"]) == (0, 0)
     assert report["first_failure"] is None
 

@@ -15,7 +15,7 @@ from malaunch.testing import read_env_file
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"
-BUILTIN_ORDER = ["ranktable", "tf-ps", "tf-config", "volcano", "local"]
+BUILTIN_ORDER = ["ranktable", "tf-ps", "tf-config", "mindx", "volcano", "slurm", "local"]
 # Topology tests need no framework; leaving them out keeps these tests about sources only.
 LOADER_ENV = {"MALAUNCH_DISABLE_PLUGINS": "mindspore,tensorflow_ps,torch_ddp"}
 
@@ -38,7 +38,7 @@ def auto(plugins: PluginSet, env: Dict[str, str]) -> Topology:
 def test_builtin_sources_are_registered_in_auto_order(plugins: PluginSet) -> None:
     builtin = [s for s in plugins.auto_sources() if s.name in BUILTIN_ORDER]
     assert [s.name for s in builtin] == BUILTIN_ORDER
-    assert [s.auto_order for s in builtin] == [10, 20, 30, 40, 1000]
+    assert [s.auto_order for s in builtin] == [10, 20, 30, 35, 40, 45, 1000]
     for name in BUILTIN_ORDER:
         registered = plugins.sources[name]
         assert registered.origin.distribution == "malaunch"
