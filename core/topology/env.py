@@ -169,6 +169,30 @@ def parse_hosts(value: str, what: str) -> List[str]:
     ]
 
 
+def check_host_count(env: Mapping[str, str], name: str, label: str, count: int) -> None:
+    """A declared count (``MA_NUM_HOSTS``, ``SLURM_NNODES``, ...) must match the host list."""
+    declared = read_int(env, name, minimum=1)
+    if declared is not None and declared != count:
+        msg = f"{name}={declared} does not match {label}, which lists {count} hosts"
+        raise TopologyError(msg)
+
+
+def node_index(env: Mapping[str, str], name: str, label: str, count: int) -> int:
+    """This node's position in a host list, from ``name`` (``VC_TASK_INDEX``, ``SLURM_NODEID``);
+    it may be left out only when the list has one host."""
+    index = read_int(env, name)
+    if index is None:
+        if count == 1:
+            return 0
+        state = "is empty" if name in env else "is not set"
+        msg = f"{name} {state} and {label} lists {count} hosts: cannot tell which node this is"
+        raise TopologyError(msg)
+    if index >= count:
+        msg = f"{name}={index} is out of range for {label} ({count} hosts)"
+        raise TopologyError(msg)
+    return index
+
+
 def job_id(env: Mapping[str, str]) -> Optional[str]:
     """The platform's job id: ModelArts' ``MA_VJ_NAME`` with ``ma-job`` -> ``modelarts-job``
     (how ModelArts' own bootstrap names the job and its log files), else the legacy

@@ -49,8 +49,8 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     _check_one_launcher(env)
     label, hosts = _hosts(env)
     for name in COUNT_VARS[label]:
-        _check_count(env, name, label, len(hosts))
-    node_rank = _node_rank(env, label, len(hosts))
+        envparse.check_host_count(env, name, label, len(hosts))
+    node_rank = envparse.node_index(env, "SLURM_NODEID", label, len(hosts))
     counts, origin = _nprocs(env, options, len(hosts), node_rank)
     ids = envparse.device_ids(env, counts[node_rank], origin)
     nodes: List[Node] = []
@@ -89,26 +89,6 @@ def _hosts(env: Mapping[str, str]) -> Tuple[str, List[str]]:
             return name, expand_hostlist(value, name)
     msg = f"none of {', '.join(NODELIST_VARS)} is set: cannot tell the job's nodes"
     raise TopologyError(msg)
-
-
-def _check_count(env: Mapping[str, str], name: str, label: str, count: int) -> None:
-    declared = envparse.read_int(env, name, minimum=1)
-    if declared is not None and declared != count:
-        msg = f"{name}={declared} does not match {label}, which expands to {count} hosts"
-        raise TopologyError(msg)
-
-
-def _node_rank(env: Mapping[str, str], label: str, count: int) -> int:
-    index = envparse.read_int(env, "SLURM_NODEID")
-    if index is None:
-        if count == 1:
-            return 0
-        msg = f"SLURM_NODEID is not set and {label} lists {count} hosts: cannot tell which node"
-        raise TopologyError(msg)
-    if index >= count:
-        msg = f"SLURM_NODEID={index} is out of range for {label} ({count} hosts)"
-        raise TopologyError(msg)
-    return index
 
 
 def _nprocs(

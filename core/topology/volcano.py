@@ -58,9 +58,9 @@ def detect(env: Mapping[str, str]) -> bool:
 def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     """All worker pods, ``nproc`` ranks each, node-major; this pod is ``VC_TASK_INDEX``."""
     label, hosts = _hosts(env)
-    _check_count(env, "MA_NUM_HOSTS", label, len(hosts))
-    _check_count(env, "VC_WORKER_NUM", label, len(hosts))
-    node_rank = _node_rank(env, label, len(hosts))
+    envparse.check_host_count(env, "MA_NUM_HOSTS", label, len(hosts))
+    envparse.check_host_count(env, "VC_WORKER_NUM", label, len(hosts))
+    node_rank = envparse.node_index(env, "VC_TASK_INDEX", label, len(hosts))
     if options.nproc_per_node is not None:
         nproc, origin = options.nproc_per_node, "--nproc-per-node"
     else:
@@ -115,29 +115,6 @@ def _hosts(env: Mapping[str, str]) -> Tuple[str, List[str]]:
         for number, line in enumerate(lines, start=1)
     ]
     return str(path), hosts
-
-
-def _check_count(env: Mapping[str, str], name: str, label: str, count: int) -> None:
-    declared = envparse.read_int(env, name, minimum=1)
-    if declared is not None and declared != count:
-        msg = f"{name}={declared} does not match {label}, which lists {count} hosts"
-        raise TopologyError(msg)
-
-
-def _node_rank(env: Mapping[str, str], label: str, count: int) -> int:
-    index = envparse.read_int(env, "VC_TASK_INDEX")
-    if index is None:
-        if count == 1:
-            return 0
-        state = "is empty" if "VC_TASK_INDEX" in env else "is not set"
-        msg = (
-            f"VC_TASK_INDEX {state} and {label} lists {count} hosts: cannot tell which node this is"
-        )
-        raise TopologyError(msg)
-    if index >= count:
-        msg = f"VC_TASK_INDEX={index} is out of range for {label} ({count} hosts)"
-        raise TopologyError(msg)
-    return index
 
 
 def _devices(first_rank: int, ids: Tuple[int, ...]) -> Tuple[Device, ...]:

@@ -185,9 +185,9 @@ def test_nproc_option_wins_and_visible_devices_give_ids() -> None:
     [
         ({"SLURM_NODEID": "5"}, "SLURM_NODEID=5 is out of range for SLURM_STEP_NODELIST (5 hosts)"),
         ({"SLURM_STEP_NUM_NODES": "4"},
-         "SLURM_STEP_NUM_NODES=4 does not match SLURM_STEP_NODELIST, which expands to 5 hosts"),
+         "SLURM_STEP_NUM_NODES=4 does not match SLURM_STEP_NODELIST, which lists 5 hosts"),
         ({"SLURM_STEP_NODELIST": "", "SLURM_NNODES": "6"},
-         "SLURM_NNODES=6 does not match SLURM_JOB_NODELIST, which expands to 5 hosts"),
+         "SLURM_NNODES=6 does not match SLURM_JOB_NODELIST, which lists 5 hosts"),
         ({"SLURM_STEP_NODELIST": "node[01-04"},
          'SLURM_STEP_NODELIST="node[01-04": "node[01-04": "[" without a matching "]"'),
         ({"SLURM_GPUS_ON_NODE": "0", "SLURM_STEP_TASKS_PER_NODE": "8(x4)"},
