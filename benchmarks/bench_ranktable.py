@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 from malaunch.models import ResolveOptions
-from malaunch.topology import ranktable
-from malaunch.topology.ranktable_formats import parse_table
-from malaunch.topology.ranktable_read import MIN_POLL
-from malaunch.topology.ranktable_write import v1_text
+from malaunch.topology.ranktable import source
+from malaunch.topology.ranktable.formats import parse_table
+from malaunch.topology.ranktable.read import MIN_POLL
+from malaunch.topology.ranktable.write import v1_text
 
 SERVERS = 1024
 DEVICES = 8
@@ -83,32 +83,32 @@ def run_command(args: List[str]) -> None:
 
 
 def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, float]]]:
-    source = folder / "jobstart_hccl.json"
-    source.write_text(json.dumps(big_table(), indent=4))
+    table_file = folder / "jobstart_hccl.json"
+    table_file.write_text(json.dumps(big_table(), indent=4))
     target = folder / "converted.json"
-    raw = source.read_bytes()
+    raw = table_file.read_bytes()
     data = json.loads(raw)
     table = parse_table(data, "bench")
     options = ResolveOptions(wait_timeout=0, poll_interval=0, log_dir=str(folder / "logs"))
     env = {"RANK_TABLE_FILE": str(folder), "MA_CURRENT_INSTANCE_NAME": f"{JOB}-worker-517"}
-    node_rank = ranktable.resolve(env, options).node_rank
+    node_rank = source.resolve(env, options).node_rank
     assert table.servers[node_rank].pod_name == f"{JOB}-worker-517"
     exe = str(Path(sys.executable).with_name("malaunch"))
 
     def convert() -> object:
-        return ranktable.convert_file(source, target)
+        return source.convert_file(table_file, target)
 
     def describe() -> object:
-        return ranktable.describe_file(source)
+        return source.describe_file(table_file)
 
     def resolve() -> object:
-        return ranktable.resolve(env, options)
+        return source.resolve(env, options)
 
     def build() -> object:
-        return ranktable.build_topology(table, node_rank, env, str(target))
+        return source.build_topology(table, node_rank, env, str(target))
 
     def validate() -> None:
-        run_command([exe, "ranktable", "validate", str(source)])
+        run_command([exe, "ranktable", "validate", str(table_file)])
 
     sub_runs = max(3, runs // 3)
     return [

@@ -195,7 +195,7 @@ DRIVER = """
 import sys
 from loguru import logger
 from malaunch.models import LaunchPlan, Node, ProcessSpec, Topology
-from malaunch.supervisor import SuperviseOptions, supervise
+from malaunch.supervisor.supervise import SuperviseOptions, supervise
 nproc, logs, grace, argv = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4:]
 logger.remove()
 logger.add(sys.stderr, format="malaunch: {message}")

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 MYPY=${MYPY:-mypy}
 farm=$(mktemp -d)
 trap 'rm -rf "$farm"' EXIT
-ln -s "$PWD/core" "$farm/malaunch"
+ln -s "$PWD/core/malaunch" "$farm/malaunch"
 for plugin in plugins/*/; do
   name=$(basename "$plugin")
   ln -s "$PWD/$plugin" "$farm/malaunch_$name"

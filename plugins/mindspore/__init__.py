@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from malaunch.hookspecs import hookimpl
-from malaunch.models import Framework
+from malaunch.api import Framework, hookimpl
 from malaunch_mindspore import options, plan
 
 

@@ -11,9 +11,8 @@ import hashlib
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.errors import UsageError
-from malaunch.models import Device, LaunchPlan, PlanOptions, ProcessSpec, Topology
-from malaunch_mindspore.command import Target, anchor_command, prepend_path
+from malaunch.api import Device, LaunchPlan, PlanOptions, ProcessSpec, Target, Topology, UsageError
+from malaunch_mindspore.command import anchor_command, prepend_path
 
 FRAMEWORK = "mindspore"
 MODES = ("auto", "ranktable", "dynamic")
@@ -27,7 +26,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     if not command:
         msg = "mindspore: no command given: malaunch --framework mindspore -- python train.py"
         raise UsageError(msg)
-    base = Path.cwd()
+    base = Path(options.cwd)
     mode = choose_mode(topology, options.framework_options.get("ms_mode"))
     if mode == "ranktable":
         processes = rank_table_processes(topology, command, options, base)
@@ -55,7 +54,7 @@ def choose_mode(topology: Topology, requested: Optional[str]) -> str:
 
 def local_devices(topology: Topology) -> List[Device]:
     """This node's devices in rank order (one process each)."""
-    devices = sorted(topology.this_node.devices, key=lambda d: d.rank)
+    devices = list(topology.local_devices)
     if not devices:
         msg = (
             f"mindspore: topology source {topology.source!r} lists no devices on node "

@@ -1,7 +1,7 @@
 """The tensorflow_ps plan: this container's PS task, or a whole local cluster on loopback.
 
 Pure functions of the topology, the command and the options, except that local mode asks
-:func:`malaunch.net.free_port` for loopback ports.
+:func:`malaunch.api.free_port` for loopback ports.
 """
 
 from __future__ import annotations
@@ -10,8 +10,16 @@ import json
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.errors import TopologyError, UsageError
-from malaunch.models import LaunchPlan, PlanOptions, ProcessSpec, Task, Topology
+from malaunch.api import (
+    LaunchPlan,
+    PlanOptions,
+    ProcessSpec,
+    Task,
+    Topology,
+    TopologyError,
+    UsageError,
+    free_port,
+)
 
 FRAMEWORK = "tensorflow_ps"
 LOOPBACK = "127.0.0.1"
@@ -24,7 +32,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     if not command:
         msg = "tensorflow_ps: no command given: malaunch --framework tensorflow_ps -- python x.py"
         raise UsageError(msg)
-    base = Path.cwd()
+    base = Path(options.cwd)
     counts = local_counts(topology, options.framework_options)
     if counts is None:
         processes = [task_process(topology, command, options, base)]
@@ -154,8 +162,6 @@ def task_process(
 
 def local_cluster(num_ps: int, num_workers: int) -> Cluster:
     """Every task of a local cluster on its own free loopback port, ps first."""
-    from malaunch.net import free_port  # noqa: PLC0415 (only local mode needs ports)
-
     if num_workers < 1 or num_ps < 0:
         msg = f"--num-workers {num_workers} --num-ps {num_ps}: need >= 1 worker and >= 0 ps"
         raise UsageError(msg)

@@ -5,20 +5,25 @@ Pure functions of the topology, the command and the options; torch is never impo
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence
 
-from malaunch.errors import UsageError
-from malaunch.models import Device, LaunchPlan, PlanOptions, ProcessSpec, Topology
+from malaunch.api import (
+    Device,
+    LaunchPlan,
+    PlanOptions,
+    ProcessSpec,
+    Target,
+    Topology,
+    UsageError,
+    is_python,
+    parse_python_command,
+)
 
 FRAMEWORK = "torch_ddp"
 MODES = ("native", "delegate")
 DEFAULT_MASTER_PORT = 29500  # torchrun's default
-_PYTHON_NAME = re.compile(r"python[0-9.]*")
-_OPTIONS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs"})
 
 
 def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> LaunchPlan:
@@ -30,7 +35,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     if mode not in MODES:
         msg = f"--torch-mode {mode!r}: expected one of {', '.join(MODES)}"
         raise UsageError(msg)
-    base = Path.cwd()
+    base = Path(options.cwd)
     if mode == "native":
         processes = native_processes(topology, command, options, base)
     else:
@@ -40,7 +45,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
 
 def local_devices(topology: Topology) -> List[Device]:
     """This node's devices in rank order (one rank each)."""
-    devices = sorted(topology.this_node.devices, key=lambda d: d.rank)
+    devices = list(topology.local_devices)
     if not devices:
         msg = (
             f"torch_ddp: topology source {topology.source!r} lists no devices on node "
@@ -112,37 +117,24 @@ def native_processes(
     return processes
 
 
-def is_python(program: str) -> bool:
-    """``python``, ``python3``, ``python3.11`` or a path ending in one of them."""
-    return _PYTHON_NAME.fullmatch(os.path.basename(program)) is not None
-
-
 def torchrun_tail(command: Sequence[str]) -> List[str]:
     """What follows torchrun's own options: ``[-m] script args`` or ``--no-python prog args``.
 
     Interpreter options of the user's command (``python -u``) are dropped: torchrun starts
     its workers with ``python -u`` itself.
     """
-    if not is_python(command[0]):
+    parsed = parse_python_command(command)
+    if parsed is None:
         return ["--no-python", *command]
-    rest = list(command[1:])
-    while rest and rest[0].startswith("-") and rest[0] not in ("-", "--", "-m"):
-        option = rest.pop(0)
-        if option.startswith("-m"):  # ``-mpkg``
-            return ["-m", option[2:], *rest]
-        if option.startswith("-c"):
-            rest = []  # torchrun cannot run ``python -c``
-        elif option in _OPTIONS_WITH_VALUE and rest:
-            rest.pop(0)
-    if rest and rest[0] == "--":
-        rest.pop(0)
-    if not rest or rest[0] == "-" or rest == ["-m"]:
-        msg = (
-            "torch_ddp --torch-mode delegate: expected `python [options] script.py ...` or "
-            f"`python -m module ...`, got {list(command)}"
-        )
-        raise UsageError(msg)
-    return rest
+    if parsed.target is Target.MODULE and parsed.module:
+        return ["-m", parsed.module, *parsed.program_args]
+    if parsed.target is Target.SCRIPT:
+        return [parsed.argv[parsed.index], *parsed.program_args]
+    msg = (
+        "torch_ddp --torch-mode delegate: expected `python [options] script.py ...` or "
+        f"`python -m module ...`, got {list(command)}"
+    )
+    raise UsageError(msg)
 
 
 def delegate_argv(topology: Topology, command: Sequence[str], nproc: int) -> List[str]:

@@ -44,8 +44,8 @@ def test_dry_run_does_not_import_loguru(tmp_path: Path) -> None:
     """loguru (asyncio, multiprocessing) is imported only when a message is printed."""
     script = (
         "import sys\n"
-        "from malaunch import cli\n"
-        "code = cli.run(['--framework', 'torch_ddp', '--topology', 'local', '--dry-run',\n"
+        "from malaunch.cli import main\n"
+        "code = main.run(['--framework', 'torch_ddp', '--topology', 'local', '--dry-run',\n"
         "                '--log-dir', sys.argv[1], '--', 'python', 'train.py'])\n"
         "assert code == 0, code\n"
         "print('loguru' in sys.modules)\n"

@@ -8,9 +8,9 @@ from typing import Dict, Optional, Sequence
 
 import pytest
 
-from malaunch.conda import apply_conda, conda_roots, find_conda_env
 from malaunch.errors import ExitCode, MissingInputError
 from malaunch.models import Device, LaunchPlan, Node, ProcessSpec, Topology
+from malaunch.process_env.conda import apply_conda, conda_roots, find_conda_env
 
 
 def make_env(root: Path, name: str, interpreters: Sequence[str] = ("python", "python3")) -> Path:

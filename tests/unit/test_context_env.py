@@ -10,8 +10,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import pytest
 
 from malaunch.context import Context, from_environ
-from malaunch.context_env import CONTEXT_VAR, agent, context_env
-from malaunch.launch import build_plan
 from malaunch.models import (
     Device,
     LaunchPlan,
@@ -21,7 +19,9 @@ from malaunch.models import (
     ResolveOptions,
     Topology,
 )
+from malaunch.pipeline import build_plan
 from malaunch.plugins import load_plugins
+from malaunch.process_env.context_var import CONTEXT_VAR, agent, context_env
 from malaunch.testing import read_env_file
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "shared"
@@ -46,7 +46,10 @@ def make_plan(
         command=command,
         resolve_options=ResolveOptions(nproc_per_node=nproc, log_dir="logs"),
         plan_options=PlanOptions(
-            log_dir="logs", environ=dict(environ), framework_options=framework_options or {}
+            log_dir="logs",
+            cwd="/work",
+            environ=dict(environ),
+            framework_options=framework_options or {},
         ),
         conda_env=conda_env,
     )
@@ -200,7 +203,7 @@ def test_the_context_follows_user_env_overrides() -> None:
         source="local",
         command=["python", "t.py"],
         resolve_options=ResolveOptions(nproc_per_node=1, log_dir="logs"),
-        plan_options=PlanOptions(log_dir="logs"),
+        plan_options=PlanOptions(log_dir="logs", cwd="/work"),
         extra_env={"MASTER_ADDR": "10.9.9.9", "MASTER_PORT": "2345"},
     )
     (spec,) = plan.processes

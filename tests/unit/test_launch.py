@@ -1,4 +1,4 @@
-"""The core's own steps of the pipeline (malaunch.launch)."""
+"""The core's own steps of the pipeline (malaunch.pipeline)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from malaunch.errors import ExitCode, PluginError
 from malaunch.hookspecs import hookimpl
-from malaunch.launch import build_plan
 from malaunch.models import Framework, LaunchPlan, PlanOptions, ResolveOptions, Topology
+from malaunch.pipeline import build_plan
 from malaunch.plugins import Origin, load_plugins
 
 
@@ -34,7 +34,7 @@ def test_a_plan_without_processes_is_a_plugin_error(tmp_path: Path) -> None:
             source="local",
             command=["python", "train.py"],
             resolve_options=ResolveOptions(log_dir=str(tmp_path)),
-            plan_options=PlanOptions(log_dir=str(tmp_path)),
+            plan_options=PlanOptions(log_dir=str(tmp_path), cwd=str(tmp_path)),
         )
     assert str(info.value) == (
         "framework 'idle' planned no process for node 0 of topology source 'local'"

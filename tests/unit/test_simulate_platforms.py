@@ -10,16 +10,16 @@ from typing import Any, Dict, Iterator, List
 import click
 import pytest
 
-from malaunch.simulate import option_tokens
-from malaunch.simulate_platforms import (
+from malaunch.cli.simulate import option_tokens
+from malaunch.simulate.platforms import (
     JobShape,
     fabricate,
     loopback,
     partial_table,
     template2_table,
 )
-from malaunch.simulate_ranktable import write_json
-from malaunch.simulate_run import base_environ
+from malaunch.simulate.ranktable_writer import write_json
+from malaunch.simulate.run import base_environ
 
 
 def ports() -> Iterator[int]:

@@ -16,7 +16,7 @@ from loguru import logger
 
 from malaunch.errors import MalaunchError
 from malaunch.models import LaunchPlan
-from malaunch.supervisor import SuperviseOptions, supervise
+from malaunch.supervisor.supervise import SuperviseOptions, supervise
 
 
 def main() -> int:

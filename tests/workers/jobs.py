@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from malaunch.models import LaunchPlan, Node, ProcessSpec, Topology
-from malaunch.supervisor import SuperviseOptions, supervise
+from malaunch.supervisor.supervise import SuperviseOptions, supervise
 from malaunch.testing import pid_alive
 
 WORKERS = Path(__file__).resolve().parent

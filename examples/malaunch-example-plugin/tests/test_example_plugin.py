@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from malaunch_example_plugin import static_file
 
-from malaunch.errors import TopologyError
-from malaunch.models import ResolveOptions
+from malaunch.api import ResolveOptions, TopologyError
 from malaunch.testing import PlanFactory, clean_env, make_topology, run_cli
 
 

@@ -104,7 +104,7 @@ def test_generated_job_id_is_stable_and_shared_by_all_nodes() -> None:
 def test_job_id_precedence() -> None:
     topology = make_rank_table_topology(job_id="modelarts-job-topo")
     assert job_id(topology, {"JOB_ID": "ma-job-explicit"}) == "ma-job-explicit"
-    # The platform's variables are the source's business (malaunch.topology.env.job_id).
+    # The platform's variables are the source's business (malaunch.topology.envparse.job_id).
     assert job_id(topology, {"MA_VJ_NAME": "ma-job-env"}) == "modelarts-job-topo"
     generated = job_id(make_rank_table_topology(), {"MA_VJ_NAME": "ma-job-env"})
     assert generated.startswith("malaunch-")

@@ -16,7 +16,8 @@ from malaunch.testing import (
     make_topology,
     read_env_file,
 )
-from malaunch.topology import ranktable, tf_ps
+from malaunch.topology import tf_ps
+from malaunch.topology.ranktable import source
 
 SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
 
@@ -24,7 +25,7 @@ SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
 def test_rank_table_builder_matches_the_ranktable_source() -> None:
     path = str(SHARED / "ranktable_v1_0_2nodes_8dev.json")
     env = {"RANK_TABLE_FILE_V_1_0": path, "MA_CURRENT_HOST_IP": "192.0.2.12"}
-    resolved = ranktable.resolve(env, ResolveOptions(wait_timeout=0, hostnames=()))
+    resolved = source.resolve(env, ResolveOptions(wait_timeout=0, hostnames=()))
     assert make_rank_table_topology(node_rank=1, rank_table_file=path) == resolved
 
 

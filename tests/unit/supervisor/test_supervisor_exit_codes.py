@@ -10,8 +10,8 @@ import pytest
 from jobs import Job
 
 from malaunch.errors import LaunchError
-from malaunch.supervise_loop import Supervision
-from malaunch.supervise_spawn import Child
+from malaunch.supervisor.loop import Supervision
+from malaunch.supervisor.spawn import Child
 
 
 def test_all_workers_succeed(job: Job) -> None:

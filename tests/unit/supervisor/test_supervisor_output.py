@@ -9,7 +9,7 @@ from typing import List, Optional
 import pytest
 from jobs import Job
 
-from malaunch.output import (
+from malaunch.supervisor.output import (
     MAX_PARTIAL_LINE,
     FdConsole,
     LineRelay,

@@ -10,7 +10,7 @@ from jobs import topology
 
 from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan, Node
-from malaunch.preflight import check_master_port
+from malaunch.supervisor.preflight import check_master_port
 
 
 def plan_with(port: int, node_rank: int = 0) -> LaunchPlan:

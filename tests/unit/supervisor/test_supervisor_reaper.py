@@ -10,7 +10,7 @@ from typing import Iterator, List
 import pytest
 from jobs import alive, wait_until
 
-from malaunch.reaper import Reaper
+from malaunch.supervisor.reaper import Reaper
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import List
 from jobs import Job
 
 from malaunch.models import LaunchPlan
-from malaunch.supervisor import supervise
+from malaunch.supervisor.supervise import supervise
 
 
 def both_ranks(job: Job, rank: int, *args: str) -> List[str]:

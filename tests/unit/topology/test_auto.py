@@ -8,8 +8,8 @@ from typing import Dict, List
 import pytest
 
 from malaunch.hookspecs import hookimpl
-from malaunch.launch import resolve_topology
 from malaunch.models import Node, ResolveOptions, Topology, TopologySource
+from malaunch.pipeline import resolve_topology
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.testing import read_env_file
 

@@ -1,4 +1,4 @@
-"""The shared parsers of platform variables (malaunch.topology.env)."""
+"""The shared parsers of platform variables (malaunch.topology.envparse)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from malaunch.errors import TopologyError
-from malaunch.topology import env as envparse
+from malaunch.topology import envparse
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from malaunch.errors import MissingInputError, TopologyError
-from malaunch.topology.hccn import parse_hccn_conf, read_hccn_conf
+from malaunch.topology.ranktable.hccn import parse_hccn_conf, read_hccn_conf
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "shared" / "hccn_conf_example.conf"
 

@@ -7,7 +7,7 @@ from typing import List
 import pytest
 
 from malaunch.errors import TopologyError, UsageError
-from malaunch.topology.ranktable_generate import parse_device_spec, single_server_table
+from malaunch.topology.ranktable.generate import parse_device_spec, single_server_table
 
 HINT = " (expected e.g. 0-7, 0,1,2,3 or [0,8))"
 IPS = {n: f"198.51.100.{n + 1}" for n in range(8)}

@@ -9,10 +9,10 @@ from typing import List, Tuple, Type
 import pytest
 
 from malaunch.errors import MalaunchError, MissingInputError, NotReadyError, TopologyError
-from malaunch.topology.ranktable import _load_now, describe_file, spans
-from malaunch.topology.ranktable_formats import parse_table
-from malaunch.topology.ranktable_read import NotReady, Ready, read_once
-from malaunch.topology.ranktable_schema import Table
+from malaunch.topology.ranktable.formats import parse_table
+from malaunch.topology.ranktable.read import NotReady, Ready, read_once
+from malaunch.topology.ranktable.schema import Table
+from malaunch.topology.ranktable.source import _load_now, describe_file, spans
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"

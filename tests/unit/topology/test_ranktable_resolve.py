@@ -13,10 +13,10 @@ import pytest
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.models import ResolveOptions, Topology
 from malaunch.testing import read_env_file
-from malaunch.topology import ranktable
-from malaunch.topology.ranktable import _load_now
-from malaunch.topology.ranktable_formats import parse_table
-from malaunch.topology.ranktable_identity import find_this_node, host_addresses, normalise
+from malaunch.topology.ranktable import source
+from malaunch.topology.ranktable.formats import parse_table
+from malaunch.topology.ranktable.identity import find_this_node, host_addresses, normalise
+from malaunch.topology.ranktable.source import _load_now
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"
@@ -40,7 +40,7 @@ def devices(topo: Topology, node: int) -> List[Tuple[int, int, int]]:
 @pytest.fixture(autouse=True)
 def _no_default_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Never let this machine's /user/config/jobstart_hccl.json take part."""
-    monkeypatch.setattr(ranktable, "DEFAULT_PATH", tmp_path / "absent" / "jobstart_hccl.json")
+    monkeypatch.setattr(source, "DEFAULT_PATH", tmp_path / "absent" / "jobstart_hccl.json")
 
 
 def test_modelarts_template2_directory(tmp_path: Path) -> None:
@@ -50,8 +50,8 @@ def test_modelarts_template2_directory(tmp_path: Path) -> None:
     env = read_env_file(SHARED / "modelarts_ascend_env_example.env")
     env["RANK_TABLE_FILE"] = str(config)
     env["MA_MOUNT_PATH"] = str(tmp_path / "mount")
-    assert ranktable.detect(env)
-    topo = ranktable.resolve(env, options(tmp_path))
+    assert source.detect(env)
+    topo = source.resolve(env, options(tmp_path))
     written = tmp_path / "mount" / "rank_table" / "jobstart_hccl.json"
     assert topo.source == "ranktable"
     assert topo.rank_table_file == str(written)
@@ -74,7 +74,7 @@ def test_converted_table_goes_to_the_log_dir_without_ma_mount_path(tmp_path: Pat
     config.mkdir()
     shutil.copy(SHARED / "ranktable_template2_2pods_8dev.json", config / "hccl.json")
     env = {"RANK_TABLE_FILE": str(config), "MA_CURRENT_INSTANCE_NAME": f"{MA_JOB}-worker-1"}
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     written = tmp_path / "logs" / "rank_table" / "jobstart_hccl.json"
     assert topo.rank_table_file == str(written)
     assert written.exists()
@@ -84,7 +84,7 @@ def test_converted_table_goes_to_the_log_dir_without_ma_mount_path(tmp_path: Pat
 def test_template1_file_is_passed_on_as_is(tmp_path: Path) -> None:
     path = SHARED / "ranktable_v1_0_2nodes_8dev.json"
     env = {"RANK_TABLE_FILE": str(path), "MA_CURRENT_HOST_IP": "192.0.2.12"}
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     assert topo.rank_table_file == str(path.absolute())
     assert topo.node_rank == 1
     assert topo.master_addr == "192.0.2.11"
@@ -97,13 +97,13 @@ def test_v1_0_variable_wins_over_rank_table_file(tmp_path: Path) -> None:
         "RANK_TABLE_FILE_V_1_0": str(OWN / "v1_0_devices_4_7.json"),
         "RANK_TABLE_FILE": str(SHARED / "ranktable_v1_0_2nodes_8dev.json"),
     }
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     assert [n.host for n in topo.nodes] == ["192.0.2.41"]
 
 
 def test_physical_device_ids_get_in_container_indexes(tmp_path: Path) -> None:
     env = {"RANK_TABLE_FILE": str(OWN / "v1_0_devices_4_7.json")}
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     assert topo.node_rank == 0  # the only server
     assert devices(topo, 0) == [(0, 4, 0), (1, 5, 1), (2, 6, 2), (3, 7, 3)]
 
@@ -114,7 +114,7 @@ def test_pod_on_a_shared_node_with_devices_listed_out_of_order(tmp_path: Path) -
         "MA_CURRENT_INSTANCE_NAME": f"{JOB}-worker-1",
         "MA_CURRENT_HOST_IP": "192.0.2.31",
     }
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     assert topo.node_rank == 1
     assert [n.host for n in topo.nodes] == ["192.0.2.31", "192.0.2.31"]
     # Ranks follow the list order (5, 4, 7, 6); local indexes the ascending physical ids.
@@ -126,7 +126,7 @@ def test_hostname_is_the_pod_name_when_ma_current_instance_name_is_unset(tmp_pat
         "RANK_TABLE_FILE": str(OWN / "template2_order_trap.json"),
         "HOSTNAME": f"{JOB}-worker-10",
     }
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     assert topo.node_rank == 2
     assert topo.this_node.host == "192.0.2.100"
 
@@ -135,7 +135,7 @@ def test_ambiguous_node_address_without_pod_name(tmp_path: Path) -> None:
     path = OWN / "template2_shared_server.json"
     env = {"RANK_TABLE_FILE": str(path), "MA_CURRENT_HOST_IP": "192.0.2.31"}
     with pytest.raises(TopologyError) as info:
-        ranktable.resolve(env, options(tmp_path))
+        source.resolve(env, options(tmp_path))
     assert str(info.value) == (
         f"rank table {path}: this node's addresses 192.0.2.31 (MA_CURRENT_HOST_IP) match several "
         f"servers: {JOB}-worker-0 on 192.0.2.31, {JOB}-worker-1 on 192.0.2.31; "
@@ -147,7 +147,7 @@ def test_unknown_pod_name_lists_the_pods(tmp_path: Path) -> None:
     path = OWN / "template2_multigroup_cpu_ps.json"
     env = {"RANK_TABLE_FILE": str(path), "MA_CURRENT_INSTANCE_NAME": f"{JOB}-ps-0"}
     with pytest.raises(TopologyError) as info:
-        ranktable.resolve(env, options(tmp_path))
+        source.resolve(env, options(tmp_path))
     assert str(info.value) == (
         f"rank table {path}: no pod_name is '{JOB}-ps-0' (MA_CURRENT_INSTANCE_NAME); pods: "
         f"{JOB}-worker-0, {JOB}-worker-1, {JOB}-evaluator-0"
@@ -158,7 +158,7 @@ def test_no_matching_server_lists_what_was_compared(tmp_path: Path) -> None:
     path = SHARED / "ranktable_v1_0_2nodes_8dev.json"
     env = {"RANK_TABLE_FILE": str(path), "MA_CURRENT_HOST_IP": "192.0.2.99"}
     with pytest.raises(TopologyError) as info:
-        ranktable.resolve(env, options(tmp_path, hostnames=("trainer-7", "203.0.113.7")))
+        source.resolve(env, options(tmp_path, hostnames=("trainer-7", "203.0.113.7")))
     assert str(info.value) == (
         f"rank table {path}: cannot tell which server is this node: compared addresses "
         "192.0.2.99 (MA_CURRENT_HOST_IP), trainer-7 (this host), 203.0.113.7 (this host) "
@@ -168,7 +168,7 @@ def test_no_matching_server_lists_what_was_compared(tmp_path: Path) -> None:
 
 def test_ipv6_server_ids_match_by_value(tmp_path: Path) -> None:
     env = {"RANK_TABLE_FILE": str(OWN / "v1_0_ipv6.json"), "XDL_IP": "2001:DB8:0::12"}
-    topo = ranktable.resolve(env, options(tmp_path))
+    topo = source.resolve(env, options(tmp_path))
     assert topo.node_rank == 1
     assert topo.master_addr == "2001:db8::11"
     assert topo.this_node.devices[0].device_ip == "2001:db8:100::3"
@@ -178,7 +178,7 @@ def test_ipv6_server_ids_match_by_value(tmp_path: Path) -> None:
 def test_ascend_operator_table_uses_pod_ips(tmp_path: Path) -> None:
     """server_id is a pod UID there: peers reach the pod at container_ip."""
     env = {"RANK_TABLE_FILE": str(OWN / "v1_0_ascend_operator.json")}
-    topo = ranktable.resolve(env, options(tmp_path, hostnames=("pod-b", "203.0.113.52")))
+    topo = source.resolve(env, options(tmp_path, hostnames=("pod-b", "203.0.113.52")))
     assert [n.host for n in topo.nodes] == ["203.0.113.51", "203.0.113.52"]
     assert topo.master_addr == "203.0.113.51"
     assert topo.node_rank == 1
@@ -206,31 +206,31 @@ def test_host_address_narrows_an_ambiguous_node_address() -> None:
 
 
 def test_detect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not ranktable.detect({})
-    assert not ranktable.detect({"RANK_TABLE_FILE": ""})
-    assert ranktable.detect({"RANK_TABLE_FILE": "/user/config"})
-    assert ranktable.detect({"RANK_TABLE_FILE_V_1_0": "/x/hccl.json"})
+    assert not source.detect({})
+    assert not source.detect({"RANK_TABLE_FILE": ""})
+    assert source.detect({"RANK_TABLE_FILE": "/user/config"})
+    assert source.detect({"RANK_TABLE_FILE_V_1_0": "/x/hccl.json"})
     default = tmp_path / "jobstart_hccl.json"
-    monkeypatch.setattr(ranktable, "DEFAULT_PATH", default)
-    assert not ranktable.detect({})
+    monkeypatch.setattr(source, "DEFAULT_PATH", default)
+    assert not source.detect({})
     shutil.copy(SHARED / "ranktable_template2_2pods_8dev.json", default)
-    assert ranktable.detect({})
-    topo = ranktable.resolve({"MA_CURRENT_INSTANCE_NAME": f"{MA_JOB}-worker-1"}, options(tmp_path))
+    assert source.detect({})
+    topo = source.resolve({"MA_CURRENT_INSTANCE_NAME": f"{MA_JOB}-worker-1"}, options(tmp_path))
     assert topo.node_rank == 1
 
 
 def test_nothing_to_read(tmp_path: Path) -> None:
     with pytest.raises(MissingInputError) as info:
-        ranktable.resolve({}, options(tmp_path))
+        source.resolve({}, options(tmp_path))
     assert str(info.value) == (
         "no rank table: RANK_TABLE_FILE_V_1_0 and RANK_TABLE_FILE are not set and "
-        f"{ranktable.DEFAULT_PATH} does not exist"
+        f"{source.DEFAULT_PATH} does not exist"
     )
 
 
 def test_v1_0_variable_naming_a_directory(tmp_path: Path) -> None:
     with pytest.raises(TopologyError) as info:
-        ranktable.resolve({"RANK_TABLE_FILE_V_1_0": str(tmp_path)}, options(tmp_path))
+        source.resolve({"RANK_TABLE_FILE_V_1_0": str(tmp_path)}, options(tmp_path))
     assert str(info.value) == (
         f"RANK_TABLE_FILE_V_1_0={tmp_path}: is a directory; expected a template-1 rank table file"
     )
@@ -239,7 +239,7 @@ def test_v1_0_variable_naming_a_directory(tmp_path: Path) -> None:
 def test_v1_0_file_that_never_appears(tmp_path: Path) -> None:
     path = tmp_path / "late" / "hccl_v1.json"
     with pytest.raises(NotReadyError) as info:
-        ranktable.resolve({"RANK_TABLE_FILE_V_1_0": str(path)}, options(tmp_path))
+        source.resolve({"RANK_TABLE_FILE_V_1_0": str(path)}, options(tmp_path))
     assert str(info.value) == (
         f"rank table {path} (from RANK_TABLE_FILE_V_1_0) not ready after 0s: "
         "the file does not exist (see --wait-timeout)"
@@ -248,7 +248,7 @@ def test_v1_0_file_that_never_appears(tmp_path: Path) -> None:
 
 def test_directory_without_the_file(tmp_path: Path) -> None:
     with pytest.raises(NotReadyError) as info:
-        ranktable.resolve({"RANK_TABLE_FILE": str(tmp_path)}, options(tmp_path))
+        source.resolve({"RANK_TABLE_FILE": str(tmp_path)}, options(tmp_path))
     assert str(info.value) == (
         f"rank table {tmp_path} (from RANK_TABLE_FILE) not ready after 0s: "
         "no jobstart_hccl.json or hccl.json in this directory yet (see --wait-timeout)"
@@ -259,14 +259,14 @@ def test_unmatched_hostname_falls_back_to_addresses_and_is_reported(tmp_path: Pa
     path = OWN / "template2_order_trap.json"
     env = {"RANK_TABLE_FILE": str(path), "HOSTNAME": "laptop", "MA_CURRENT_HOST_IP": "192.0.2.99"}
     with pytest.raises(TopologyError) as info:
-        ranktable.resolve(env, options(tmp_path))
+        source.resolve(env, options(tmp_path))
     assert str(info.value) == (
         f"rank table {path}: cannot tell which server is this node: pod name 'laptop' (HOSTNAME) "
         "matched no pod_name; compared addresses 192.0.2.99 (MA_CURRENT_HOST_IP) with "
         "server_id/host_ip/container_ip of the servers: 192.0.2.9, 192.0.2.10, 192.0.2.100"
     )
     env["MA_CURRENT_HOST_IP"] = "192.0.2.10"
-    assert ranktable.resolve(env, options(tmp_path)).node_rank == 1
+    assert source.resolve(env, options(tmp_path)).node_rank == 1
 
 
 def test_this_hosts_own_name_is_looked_up_when_needed() -> None:

@@ -9,10 +9,10 @@ from typing import Any, Dict, List
 import pytest
 
 from malaunch.errors import TopologyError
-from malaunch.topology.ranktable import _load_now, convert_file
-from malaunch.topology.ranktable_formats import parse_table
-from malaunch.topology.ranktable_template2 import pod_index
-from malaunch.topology.ranktable_write import v1_text
+from malaunch.topology.ranktable.formats import parse_table
+from malaunch.topology.ranktable.source import _load_now, convert_file
+from malaunch.topology.ranktable.template2 import pod_index
+from malaunch.topology.ranktable.write import v1_text
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"

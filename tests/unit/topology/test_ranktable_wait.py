@@ -11,8 +11,8 @@ import pytest
 
 from malaunch.errors import ExitCode, NotReadyError
 from malaunch.models import ResolveOptions
-from malaunch.topology import ranktable
-from malaunch.topology.ranktable_read import MIN_POLL, Location, Ready, wait_ready
+from malaunch.topology.ranktable import source
+from malaunch.topology.ranktable.read import MIN_POLL, Location, Ready, wait_ready
 
 SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
 INITIALIZING = (SHARED / "ranktable_template2_initializing.json").read_text()
@@ -77,14 +77,14 @@ def test_resolve_waits_for_a_background_writer(
     def wait_with_writer(location: Location, timeout: float, poll: float) -> Ready:
         return wait_ready(location, timeout, poll, sleep=writer.reader_sleeps)
 
-    monkeypatch.setattr(ranktable, "wait_ready", wait_with_writer)
+    monkeypatch.setattr(source, "wait_ready", wait_with_writer)
     options = ResolveOptions(
         wait_timeout=20, poll_interval=0.02, log_dir=str(tmp_path / "logs"), hostnames=()
     )
     env = {"RANK_TABLE_FILE": str(tmp_path), "MA_CURRENT_INSTANCE_NAME": POD_1}
     writer.start()
     try:
-        topo = ranktable.resolve(env, options)
+        topo = source.resolve(env, options)
     finally:
         writer.join(timeout=10)
     assert topo.node_rank == 1
@@ -101,7 +101,7 @@ def test_timeout_reports_the_last_reason(tmp_path: Path) -> None:
     write_in_place(path, INITIALIZING)
     options = ResolveOptions(wait_timeout=0.2, poll_interval=0.05, log_dir=str(tmp_path))
     with pytest.raises(NotReadyError) as info:
-        ranktable.resolve({"RANK_TABLE_FILE": str(path)}, options)
+        source.resolve({"RANK_TABLE_FILE": str(path)}, options)
     assert info.value.exit_code == ExitCode.UNAVAILABLE
     assert int(info.value.exit_code) == 69
     assert str(info.value) == (

@@ -8,8 +8,8 @@ from typing import Dict, List
 import pytest
 
 from malaunch.errors import TopologyError
-from malaunch.launch import resolve_topology
 from malaunch.models import ResolveOptions, Topology
+from malaunch.pipeline import resolve_topology
 from malaunch.plugins import load_plugins
 from malaunch.testing import read_env_file
 from malaunch.topology import slurm

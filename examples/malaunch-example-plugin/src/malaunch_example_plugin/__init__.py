@@ -6,8 +6,7 @@ from typing import List
 
 import click
 
-from malaunch.hookspecs import hookimpl
-from malaunch.models import Framework, TopologySource
+from malaunch.api import Framework, TopologySource, hookimpl
 from malaunch_example_plugin import echo, static_file
 
 

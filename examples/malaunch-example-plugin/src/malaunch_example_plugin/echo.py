@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from malaunch.errors import UsageError
-from malaunch.models import LaunchPlan, PlanOptions, ProcessSpec, Topology
+from malaunch.api import LaunchPlan, PlanOptions, ProcessSpec, Topology, UsageError
 
 NAME = "echo"
 

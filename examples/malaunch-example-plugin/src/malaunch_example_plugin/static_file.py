@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-from malaunch.errors import MissingInputError, TopologyError
-from malaunch.models import Device, Node, ResolveOptions, Topology
+from malaunch.api import Device, MissingInputError, Node, ResolveOptions, Topology, TopologyError
 
 NAME = "static-file"
 VAR = "STATIC_TOPOLOGY_FILE"

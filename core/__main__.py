@@ -1,5 +1,0 @@
-"""``python -m malaunch`` runs the command line."""
-
-from malaunch.cli import main
-
-main()

@@ -1,0 +1,204 @@
+"""Data models of the launch pipeline: ``Topology`` -> ``LaunchPlan`` of ``ProcessSpec``.
+
+Models are frozen and do no I/O, so every arrow of the pipeline is a pure function a test can
+call. ``Optional``/``Dict``/``Tuple`` spellings are kept because pydantic evaluates annotations
+at runtime and the package supports Python 3.9.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import click
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FrozenModel(BaseModel):
+    """Immutable, strict-about-extras base for every model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class Device(FrozenModel):
+    """One accelerator, or one process slot where the source lists no real devices."""
+
+    rank: int = Field(description="global rank of the process that owns this device")
+    local_index: int = Field(
+        description="in-container index: position in this node's ascending device list"
+    )
+    device_id: int = Field(description="physical id (rank table device_id, visible device id)")
+    device_ip: Optional[str] = None
+
+
+def device_slots(first_rank: int, device_ids: Sequence[int]) -> Tuple[Device, ...]:
+    """The devices of a node whose ranks start at ``first_rank``, one per id, in order; the
+    in-container index is the position (as for a visible-devices list or plain slots)."""
+    return tuple(
+        Device(rank=first_rank + local, local_index=local, device_id=device_id)
+        for local, device_id in enumerate(device_ids)
+    )
+
+
+class Node(FrozenModel):
+    """One host, pod or container of the job."""
+
+    index: int = Field(description="node rank, 0-based, in the order ranks are numbered")
+    host: str = Field(description="address peers reach this node at (IP or DNS name)")
+    name: Optional[str] = Field(default=None, description="pod or instance name when known")
+    role: Optional[str] = Field(default=None, description="task role (ps, worker, ...) if any")
+    devices: Tuple[Device, ...] = ()
+
+
+class Task(FrozenModel):
+    """The parameter-server task this container runs (TF PS style sources)."""
+
+    role: str
+    index: int
+
+
+class DataPaths(FrozenModel):
+    """Data locations a platform passes to the job (Octopus / ModelArts variables)."""
+
+    dataset: Optional[str] = None
+    dataset_map: Dict[str, str] = Field(default_factory=dict)
+    cached_dataset: Optional[str] = None
+    result: Optional[str] = None
+    model: Optional[str] = None
+
+
+class Topology(FrozenModel):
+    """The cluster as the platform describes it, seen from this node."""
+
+    source: str = Field(description="name of the topology source that produced it")
+    nodes: Tuple[Node, ...]
+    node_rank: int = Field(description="index of this node in ``nodes``")
+    master_addr: str
+    master_port: Optional[int] = None
+    job_id: Optional[str] = None
+    rank_table_file: Optional[str] = Field(
+        default=None, description="template-1 (v1.0) rank table the processes receive"
+    )
+    roles: Dict[str, Tuple[str, ...]] = Field(
+        default_factory=dict, description="PS-style cluster: role -> ordered host:port list"
+    )
+    task: Optional[Task] = None
+    data: DataPaths = Field(default_factory=DataPaths)
+
+    @property
+    def this_node(self) -> Node:
+        return self.nodes[self.node_rank]
+
+    @property
+    def local_devices(self) -> Tuple[Device, ...]:
+        """This node's devices in rank order: one process each, local rank = position."""
+        return tuple(sorted(self.this_node.devices, key=lambda device: device.rank))
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def world_size(self) -> int:
+        """Processes across the job: every listed device of every node."""
+        return sum(len(node.devices) for node in self.nodes)
+
+
+class ProcessSpec(FrozenModel):
+    """One local process of a plan."""
+
+    role: str
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    argv: Tuple[str, ...]
+    env: Dict[str, str] = Field(
+        default_factory=dict, description="only the variables the plan sets or changes"
+    )
+    cwd: str
+    log_file: str
+    service: bool = Field(
+        default=False, description="runs until the workers finish (ps, scheduler)"
+    )
+    dirs: Tuple[str, ...] = Field(
+        default=(),
+        description="directories the launcher creates before starting it (plans do no I/O)",
+    )
+
+
+class LaunchPlan(FrozenModel):
+    """What this launcher will start on this node."""
+
+    framework: str
+    topology: Topology
+    processes: Tuple[ProcessSpec, ...]
+
+    def to_json_dict(self) -> Dict[str, Any]:
+        """The dry-run JSON contract of SPEC §3."""
+        return self.model_dump(mode="json")
+
+
+class ResolveOptions(FrozenModel):
+    """What the command line tells a topology source."""
+
+    nproc_per_node: Optional[int] = None
+    wait_timeout: float = 600.0
+    poll_interval: float = 0.2
+    log_dir: str = "malaunch-logs"
+    hostnames: Optional[Tuple[str, ...]] = Field(
+        default=None,
+        description="this machine's names and addresses for matching servers; None: look up",
+    )
+
+
+class PlanOptions(FrozenModel):
+    """What the command line tells a framework plugin."""
+
+    log_dir: str
+    cwd: str = Field(
+        description="the launch directory, absolute: processes run there unless the plan says "
+        "otherwise, and relative paths (log dir, the command's script) are relative to it",
+    )
+    environ: Dict[str, str] = Field(
+        default_factory=dict, description="the launcher's environment, read-only for plugins"
+    )
+    framework_options: Dict[str, Any] = Field(
+        default_factory=dict, description="values of the options the framework contributed"
+    )
+
+
+# Registration objects hold callables, so they are frozen dataclasses rather than pydantic
+# models; they never go into JSON.
+
+ResolveFn = Callable[[Mapping[str, str], ResolveOptions], Topology]
+DetectFn = Callable[[Mapping[str, str]], bool]
+PlanFn = Callable[[Topology, Sequence[str], PlanOptions], LaunchPlan]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopologySource:
+    """A named way of turning the platform's environment into a :class:`Topology`.
+
+    ``detect`` answers "does this platform's input exist here?" for ``--topology auto``;
+    sources without one are only used when named. ``auto_order`` sorts the sources ``auto``
+    tries (lower first; the built-ins use 10, 20, 30, 35, 40, 45 and 1000 for ``local``).
+    """
+
+    name: str
+    resolve: ResolveFn
+    detect: Optional[DetectFn] = None
+    auto_order: int = 500
+    help: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """A named framework plugin: maps a topology and the user's command to a plan.
+
+    ``options`` are click options the framework adds to the launch command; their values
+    reach ``plan`` through ``PlanOptions.framework_options`` under the option's ``name``.
+    """
+
+    name: str
+    plan: PlanFn
+    options: Sequence[click.Option] = ()
+    help: str = ""

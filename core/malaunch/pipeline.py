@@ -1,0 +1,120 @@
+"""The pipeline as plain functions: environment -> Topology -> LaunchPlan.
+
+``cli.py`` reads ``os.environ`` and the command line, then calls these; tests call them
+directly with an explicit environment.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.errors import PluginError, TopologyError
+from malaunch.log import logger
+from malaunch.models import (
+    DataPaths,
+    LaunchPlan,
+    PlanOptions,
+    ProcessSpec,
+    ResolveOptions,
+    Topology,
+)
+from malaunch.plugins import PluginSet
+from malaunch.process_env.conda import apply_conda
+from malaunch.process_env.context_var import context_env
+from malaunch.topology.data import missing_paths, parse_data_paths
+
+AUTO = "auto"
+
+
+def resolve_topology(
+    plugins: PluginSet, environ: Mapping[str, str], source: str, options: ResolveOptions
+) -> Topology:
+    """Resolve with the named source, or with the first ``auto`` source whose input exists."""
+    if source != AUTO:
+        return _with_data(plugins.source(source).resolve(environ, options), environ)
+    for candidate in plugins.auto_sources():
+        assert candidate.detect is not None  # auto_sources() keeps only detectable ones
+        if candidate.detect(environ):
+            return _with_data(candidate.resolve(environ, options), environ)
+    msg = "no topology source matched this environment (is the local source disabled?)"
+    raise TopologyError(msg)
+
+
+def _with_data(topology: Topology, environ: Mapping[str, str]) -> Topology:
+    """Data paths come from the same variables whatever the source, so a source (a
+    third-party one too) that leaves them empty gets them here."""
+    if topology.data != DataPaths():
+        return topology
+    return topology.model_copy(update={"data": parse_data_paths(environ)})
+
+
+def warn_about_missing_data(topology: Topology) -> None:
+    """Data paths the platform named but this machine lacks: a warning, not an error, since a
+    script may create or mount them itself."""
+    for path in missing_paths(topology.data):
+        logger.warning(f"data path does not exist here: {path}")
+
+
+def override_master(
+    topology: Topology, master_addr: Optional[str], master_port: Optional[int]
+) -> Topology:
+    """Apply ``--master-addr`` / ``--master-port`` on top of what the source resolved."""
+    update: Dict[str, object] = {}
+    if master_addr:
+        update["master_addr"] = master_addr
+    if master_port is not None:
+        update["master_port"] = master_port
+    return topology.model_copy(update=update) if update else topology
+
+
+def finalize_plan(
+    plan: LaunchPlan,
+    environ: Mapping[str, str],
+    extra_env: Mapping[str, str],
+    conda_env: Optional[str] = None,
+) -> LaunchPlan:
+    """Apply what every framework gets: the conda env, ``MALAUNCH_CONTEXT``, unbuffered
+    output and the user's ``--env`` values.
+
+    ``--env`` wins over what a plugin set, because the user asked for it explicitly.
+    """
+    plan = apply_conda(plan, environ, conda_env)
+    processes: List[ProcessSpec] = []
+    for spec in plan.processes:
+        env = {**spec.env, **extra_env}
+        # The context describes the env the process really gets (``--env`` included); an
+        # explicit ``--env MALAUNCH_CONTEXT=...`` still wins.
+        context = context_env(plan.topology, spec.model_copy(update={"env": env}), plan.framework)
+        env = {**context, **env}
+        if "PYTHONUNBUFFERED" not in environ and "PYTHONUNBUFFERED" not in env:
+            env["PYTHONUNBUFFERED"] = "1"
+        processes.append(spec.model_copy(update={"env": env}))
+    return plan.model_copy(update={"processes": tuple(processes)})
+
+
+def build_plan(
+    plugins: PluginSet,
+    environ: Mapping[str, str],
+    *,
+    framework: str,
+    source: str,
+    command: Sequence[str],
+    resolve_options: ResolveOptions,
+    plan_options: PlanOptions,
+    master: Tuple[Optional[str], Optional[int]] = (None, None),
+    extra_env: Optional[Mapping[str, str]] = None,
+    conda_env: Optional[str] = None,
+) -> LaunchPlan:
+    """The whole left half of the pipeline, for one launch attempt."""
+    chosen = plugins.framework(framework)
+    topology = resolve_topology(plugins, environ, source, resolve_options)
+    topology = override_master(topology, *master)
+    plan = chosen.plan(topology, list(command), plan_options)
+    if not plan.processes:
+        # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
+        msg = (
+            f"framework {framework!r} planned no process for node {topology.node_rank} "
+            f"of topology source {topology.source!r}"
+        )
+        raise PluginError(msg)
+    return finalize_plan(plan, environ, extra_env or {}, conda_env)

@@ -1,0 +1,218 @@
+"""Running a simulation: one ``malaunch`` per simulated node, supervised as one plan.
+
+The node launchers are the processes of a :class:`~malaunch.models.LaunchPlan` run by
+:func:`malaunch.supervisor.supervise.supervise`, so the simulation has the launcher's own
+semantics: the first node that fails gives the exit code and every other node launcher gets
+SIGTERM (and forwards it to its workers), signals are forwarded to every node, nothing is left
+behind, and ``malaunch-summary.json`` has one row per node. Parameter-server nodes (tf-ps)
+and the rank table writer (modelarts) are service processes, stopped once the worker nodes have
+succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import click
+
+from malaunch.log import logger
+from malaunch.models import LaunchPlan, Node, ProcessSpec, Topology
+from malaunch.net import free_port
+from malaunch.simulate.platforms import (
+    INITIALIZING,
+    JobShape,
+    SimCluster,
+    SimNode,
+    fabricate,
+)
+from malaunch.simulate.ranktable_writer import write_json
+from malaunch.supervisor.signals import parse_signal_names
+from malaunch.supervisor.supervise import SuperviseOptions, supervise
+from malaunch.topology.platform_env import without_platform_vars
+
+# Node launchers need their own grace period to stop their workers before we SIGKILL them.
+NODE_GRACE_MARGIN = 5.0
+# Variables the launcher sets for each process it starts: a node launcher must not inherit
+# those of a launcher it runs under.
+LAUNCHER_SET = ("MALAUNCH_VOLCANO_DIR", "MALAUNCH_CONTEXT", "MALAUNCH_RESTART_COUNT")
+
+
+def default_log_dir(value: Optional[str]) -> Path:
+    """The simulation's log directory, absolute (node launchers run with their own cwd)."""
+    return Path(value or "malaunch-logs").absolute()
+
+
+def free_ports() -> Iterator[int]:
+    """Distinct ports free on every local address (TF servers bind 0.0.0.0)."""
+    seen: set[int] = set()
+    while True:
+        port = free_port("0.0.0.0")
+        if port not in seen:
+            seen.add(port)
+            yield port
+
+
+def launcher_command() -> List[str]:
+    """The installed ``malaunch`` beside this interpreter, else on PATH, else ``-m malaunch``."""
+    beside = Path(sys.executable).with_name("malaunch")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("malaunch")
+    return [found] if found else [sys.executable, "-m", "malaunch"]
+
+
+def base_environ(environ: Mapping[str, str]) -> Dict[str, str]:
+    """This environment without platform variables: nodes get only the fabricated ones."""
+    return without_platform_vars(environ, extra_names=LAUNCHER_SET)
+
+
+def node_argv(node: SimNode, cluster: SimCluster, values: Mapping[str, Any]) -> List[str]:
+    """The start command of one node: the user's launcher options plus the node's own."""
+    argv = [*launcher_command(), *values["launcher_tokens"], *node.launcher_args]
+    if cluster.master_port is not None and values.get("master_port") is None:
+        argv += ["--master-port", str(cluster.master_port)]  # no port variable on this platform
+    return [*argv, "--log-dir", str(node.log_dir), "--", *values["command"]]
+
+
+def node_specs(cluster: SimCluster, values: Mapping[str, Any], log_dir: Path) -> List[ProcessSpec]:
+    cwd = str(Path.cwd())
+    return [
+        ProcessSpec(
+            role="node",
+            rank=node.index,
+            argv=tuple(node_argv(node, cluster, values)),
+            env=dict(node.env),
+            cwd=cwd,
+            log_file=str(log_dir / f"node-{node.index}.log"),
+            service=node.service,
+        )
+        for node in cluster.nodes
+    ]
+
+
+def writer_spec(cluster: SimCluster, values: Mapping[str, Any], staging: Path) -> ProcessSpec:
+    """The rank-table writer: the platform side of ModelArts, as a service process."""
+    argv = [sys.executable, "-m", "malaunch.simulate.ranktable_writer", "--table", str(staging)]
+    argv += ["--delay", str(values["ranktable_delay"])]
+    if values["ranktable_never_ready"]:
+        argv.append("--never")
+    argv += [str(path) for path in cluster.rank_table_files]
+    log_file = default_log_dir(values["log_dir"]) / "ranktable-writer.log"
+    return ProcessSpec(
+        role="ranktable", argv=tuple(argv), cwd=str(Path.cwd()), log_file=str(log_file),
+        service=True,
+    )  # fmt: skip
+
+
+def simulation_topology(shape: JobShape, cluster: SimCluster) -> Topology:
+    """The simulated cluster, for the plan's record (the summary and --debug output)."""
+    nodes = tuple(
+        Node(
+            index=node.index,
+            host=node.host,
+            name=node.env.get("MA_CURRENT_INSTANCE_NAME"),
+            role=node.label.split()[0],
+        )
+        for node in cluster.nodes
+    )
+    return Topology(
+        source=f"simulate-{shape.platform}",
+        nodes=nodes,
+        node_rank=0,
+        master_addr=nodes[0].host,
+        master_port=cluster.master_port,
+        job_id=f"ma-job-{shape.job_uuid}",
+    )
+
+
+def render_env(shape: JobShape, cluster: SimCluster, specs: List[ProcessSpec]) -> str:
+    """``--print-env``: each node's platform variables (env-file form) and start command."""
+    lines: List[str] = []
+    for node, spec in zip(cluster.nodes, specs):
+        lines.append(f"# node {node.index}: {node.label} at {node.host} ({shape.platform})")
+        lines += [f"{key}={value}" for key, value in sorted(node.env.items())]
+        lines.append(f"# launcher: {shlex.join(spec.argv)}")
+        lines.append("")
+    if cluster.rank_table is not None:
+        lines.append(
+            f'# rank table: template 2, {{"status": "initializing"}} until completed '
+            f"after --ranktable-delay; platform files under {shape.root}"
+        )
+    return "\n".join(lines).rstrip("\n")
+
+
+def prepare(shape: JobShape, cluster: SimCluster) -> Optional[Path]:
+    """Create the nodes' directories and initial rank tables; the staging file of the table."""
+    for directory in cluster.directories:
+        directory.mkdir(parents=True, exist_ok=True)
+    if cluster.rank_table is None:
+        return None
+    for path in cluster.rank_table_files:
+        write_json(path, INITIALIZING)
+    staging = shape.root / "jobstart_hccl.completed.json"
+    staging.write_text(json.dumps(cluster.rank_table, indent=2) + "\n", encoding="utf-8")
+    return staging
+
+
+def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
+    """Fabricate the platform, then print it (``--print-env``) or run one launcher per node."""
+    log_dir = default_log_dir(values["log_dir"])
+    signals = parse_signal_names(values["forward_signals"])  # a usage error before any work
+    given = values["platform_dir"]
+    if given or values["print_env"]:
+        root = Path(given or Path(tempfile.gettempdir()) / "malaunch-simulate-XXXXXX").absolute()
+    else:
+        root = Path(tempfile.mkdtemp(prefix="malaunch-simulate-"))
+    shape = JobShape(
+        platform=values["platform"],
+        nodes=values["nodes"],
+        nproc_per_node=values["nproc_per_node"] or 1,
+        root=root,
+        log_dir=log_dir,
+        num_ps=values["num_ps"],
+        first_device_id=values["first_device_id"],
+    )
+    cluster = fabricate(shape, free_ports())
+    specs = node_specs(cluster, values, log_dir)
+    if values["print_env"]:
+        click.echo(render_env(shape, cluster, specs))
+        return 0
+    try:
+        return supervise_nodes(shape, cluster, specs, values, environ=environ, signals=signals)
+    finally:
+        if not given:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def supervise_nodes(
+    shape: JobShape,
+    cluster: SimCluster,
+    specs: List[ProcessSpec],
+    values: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    signals: Tuple[int, ...],
+) -> int:
+    """Run the writer (modelarts) and the node launchers as one supervised plan."""
+    staging = prepare(shape, cluster)
+    processes = [writer_spec(cluster, values, staging)] if staging else []
+    plan = LaunchPlan(
+        framework=values["framework"],
+        topology=simulation_topology(shape, cluster),
+        processes=(*processes, *specs),
+    )
+    labels = ", ".join(f"node {n.index} = {n.label} at {n.host}" for n in cluster.nodes)
+    logger.info(f"simulating {shape.platform}: {labels}; logs in {shape.log_dir}")
+    options = SuperviseOptions(
+        log_dir=str(shape.log_dir),
+        grace_period=values["grace_period"] + NODE_GRACE_MARGIN,
+        forward_signals=signals,
+        environ=base_environ(environ),
+    )
+    return supervise(plan, options)

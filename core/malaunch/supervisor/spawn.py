@@ -1,0 +1,162 @@
+"""Starting one process of a plan: its own session, its log pipe, death with the launcher.
+
+Each process gets a new session (so it is the leader of its own process group and the launcher
+can signal it and its children as one), ``PR_SET_PDEATHSIG=SIGKILL`` (so it dies with the
+launcher even if the launcher is SIGKILLed), the launcher's environment plus the plan's, and one
+pipe for stdout and stderr together, which the supervisor copies to the log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+from typing import Callable, Iterable, Mapping, Optional, Tuple
+
+from malaunch.errors import LaunchError
+from malaunch.models import ProcessSpec
+from malaunch.supervisor.output import LineRelay, describe
+
+PR_SET_PDEATHSIG = 1
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # the constant appeared in Python 3.10
+# A larger pipe lets a chatty worker run ahead while the launcher is busy with another rank.
+PIPE_SIZE = 1 << 20
+RESTART_VAR = "MALAUNCH_RESTART_COUNT"
+
+
+def _load_prctl() -> Optional[Callable[..., int]]:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+
+@dataclasses.dataclass
+class Child:
+    """A started process and what the supervisor tracks about it."""
+
+    spec: ProcessSpec
+    proc: subprocess.Popen[bytes]
+    log_fd: int
+    pipe_fd: int  # -1 once the pipe reached end-of-file
+    relay: Optional[LineRelay]
+    start_wall: float
+    start_mono: float
+    end_wall: Optional[float] = None
+    end_mono: Optional[float] = None
+    returncode: Optional[int] = None  # Popen convention: -N when killed by signal N
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.returncode is None
+
+
+def make_child_setup(
+    parent_pid: int, reset: Iterable[int], mask: Iterable[int]
+) -> Callable[[], None]:
+    """What runs in each child between fork and exec.
+
+    PDEATHSIG fires when the *thread* that forked exits, which is why the supervisor spawns
+    from the main thread. The handlers the launcher installed are reset before the signal mask
+    is restored, so a signal forwarded before exec kills the child instead of being swallowed.
+    """
+    reset = tuple(reset)
+    mask = tuple(mask)
+
+    def setup() -> None:
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the launcher died before PDEATHSIG was armed
+            os._exit(1)
+        for signum in reset:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    return setup
+
+
+def open_log(path: str, append: bool) -> int:
+    """Open (create) a process's log file for raw writes; a restart appends to it."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    return os.open(path, flags | (0 if append else os.O_TRUNC), 0o644)
+
+
+def _output_pipe() -> Tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    # Over the per-user pipe quota this fails, and the default size still works.
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(read_fd, F_SETPIPE_SZ, PIPE_SIZE)
+    os.set_blocking(read_fd, False)
+    return read_fd, write_fd
+
+
+def spawn(
+    spec: ProcessSpec,
+    *,
+    environ: Mapping[str, str],
+    attempt: int,
+    setup: Callable[[], None],
+    relay: Optional[LineRelay],
+    clocks: Tuple[Callable[[], float], Callable[[], float]],
+) -> Child:
+    """Start one process of the plan; LaunchError (71) names the process if it cannot start."""
+    env = {**environ, **spec.env, RESTART_VAR: str(attempt)}
+    try:
+        for directory in (spec.cwd, *spec.dirs):
+            os.makedirs(directory, exist_ok=True)
+        log_fd = open_log(spec.log_file, append=attempt > 0)
+    except OSError as exc:
+        msg = f"cannot start {describe(spec)}: {exc.filename}: {exc.strerror}"
+        raise LaunchError(msg) from exc
+    read_fd, write_fd = _output_pipe()
+    try:
+        proc = _popen(spec, env, write_fd, setup)
+    except BaseException:
+        os.close(read_fd)
+        os.close(log_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    monotonic, wall = clocks
+    return Child(spec, proc, log_fd, read_fd, relay, wall(), monotonic())
+
+
+def _popen(
+    spec: ProcessSpec, env: Mapping[str, str], output_fd: int, setup: Callable[[], None]
+) -> subprocess.Popen[bytes]:
+    if not spec.argv:
+        msg = f"cannot start {describe(spec)}: the plan gives it an empty command"
+        raise LaunchError(msg)
+    try:
+        return subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=output_fd,
+            stderr=subprocess.STDOUT,
+            cwd=spec.cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=setup,  # noqa: PLW1509 (the launcher spawns from its only thread)
+        )
+    except OSError as exc:
+        msg = f"cannot start {describe(spec)}: {spec.argv[0]!r}: {exc.strerror}"
+        raise LaunchError(msg) from exc
+    except subprocess.SubprocessError as exc:
+        msg = f"cannot start {describe(spec)}: {spec.argv[0]!r}: {exc}"
+        raise LaunchError(msg) from exc

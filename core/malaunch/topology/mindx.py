@@ -1,0 +1,138 @@
+"""MindX ascend-operator AscendJob pods, framework mindspore (platform conventions §2.2, §7.3).
+
+The operator runs the MindSpore scheduler in its own pod (``MS_ROLE=MS_SCHED``, whose
+``MS_SCHED_HOST`` is its own pod IP) and one worker pod per NPU group (``MS_ROLE=MS_WORKER``,
+``MS_SCHED_HOST`` = the scheduler service IP, ``MS_NODE_RANK`` = pod rank, ``MS_LOCAL_WORKER``
+= NPUs per pod, ``MS_WORKER_NUM`` = NPUs per pod x NPU pods, ``ASCEND_VISIBLE_DEVICES`` =
+physical ids). The scheduler is external to the worker pods, so it appears in
+``Topology.roles["scheduler"]``; on the scheduler pod itself ``Topology.task`` says so.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Tuple
+
+from malaunch.errors import TopologyError
+from malaunch.models import Node, ResolveOptions, Task, Topology, device_slots
+from malaunch.topology import envparse
+
+SOURCE = "mindx"
+SCHED_ROLE = "MS_SCHED"
+WORKER_ROLE = "MS_WORKER"
+ROLES = (SCHED_ROLE, WORKER_ROLE)
+VISIBLE_VAR = "ASCEND_VISIBLE_DEVICES"
+_DETECT_VARS = ("MS_ROLE", "MS_SCHED_HOST", "MS_WORKER_NUM")
+
+
+def detect(env: Mapping[str, str]) -> bool:
+    """``MS_ROLE``, ``MS_SCHED_HOST`` and ``MS_WORKER_NUM`` are set and no rank table is named."""
+    if envparse.get(env, "RANK_TABLE_FILE") is not None:
+        return False
+    return all(envparse.get(env, name) is not None for name in _DETECT_VARS)
+
+
+def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
+    """The worker pods as nodes; this pod's place among them, or the scheduler task."""
+    role = _role(env)
+    host = envparse.parse_host(_required(env, "MS_SCHED_HOST"), "MS_SCHED_HOST")
+    port = envparse.read_port(env, "MS_SCHED_PORT")
+    if port is None:
+        msg = "MS_SCHED_PORT is not set: the ascend-operator sets the scheduler's port there"
+        raise TopologyError(msg)
+    total = _read_required_int(env, "MS_WORKER_NUM", minimum=1)
+    if role == SCHED_ROLE:
+        # The scheduler pod runs no worker; it only needs MS_WORKER_NUM right, so the worker
+        # pods are modelled as well as its variables allow and this pod is node 0 by convention.
+        local = envparse.read_int(env, "MS_LOCAL_WORKER") or total
+        pods = _pod_count(total, local)
+        node_rank, task = 0, Task(role="scheduler", index=0)
+        nproc, ids = local, tuple(range(local))
+    else:
+        local = _read_required_int(env, "MS_LOCAL_WORKER", minimum=1)
+        pods = _pod_count(total, local)
+        node_rank = _read_required_int(env, "MS_NODE_RANK")
+        if node_rank >= pods:
+            msg = (
+                f"MS_NODE_RANK={node_rank} is out of range: MS_WORKER_NUM={total} / "
+                f"MS_LOCAL_WORKER={local} gives {pods} worker pods"
+            )
+            raise TopologyError(msg)
+        task = Task(role="worker", index=node_rank)
+        nproc = options.nproc_per_node or local
+        ids = _local_ids(env, nproc)
+    nodes = tuple(
+        Node(
+            index=i,
+            # Pods do not learn each other's addresses from the operator (only the scheduler's),
+            # and MindSpore workers only ever dial the scheduler: a named placeholder is enough.
+            host=f"mindx-worker-{i}",
+            role="worker",
+            # Other pods' physical ids are unknown here; their slots use in-container indices.
+            devices=device_slots(i * nproc, ids if i == node_rank else tuple(range(nproc))),
+        )
+        for i in range(pods)
+    )
+    return Topology(
+        source=SOURCE,
+        nodes=nodes,
+        node_rank=node_rank,
+        master_addr=host,
+        master_port=port,
+        job_id=envparse.get(env, "MINDX_TASK_ID"),
+        roles={"scheduler": (envparse.format_host_port(host, port),)},
+        task=task,
+    )
+
+
+def _role(env: Mapping[str, str]) -> str:
+    role = _required(env, "MS_ROLE")
+    if role not in ROLES:
+        msg = (
+            f'MS_ROLE="{role}": expected {" or ".join(ROLES)} (parameter servers are not supported)'
+        )
+        raise TopologyError(msg)
+    return role
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = envparse.get(env, name)
+    if value is None:
+        msg = f"{name} is not set: the ascend-operator sets it on every AscendJob pod"
+        raise TopologyError(msg)
+    return value
+
+
+def _read_required_int(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int:
+    value = envparse.read_int(env, name, minimum=minimum)
+    if value is None:
+        msg = f"{name} is not set: the ascend-operator sets it on every worker pod"
+        raise TopologyError(msg)
+    return value
+
+
+def _pod_count(total: int, local: int) -> int:
+    if total % local:
+        msg = (
+            f"MS_WORKER_NUM={total} is not a multiple of MS_LOCAL_WORKER={local}: "
+            "expected NPUs per pod x worker pods"
+        )
+        raise TopologyError(msg)
+    return total // local
+
+
+def _local_ids(env: Mapping[str, str], nproc: int) -> Tuple[int, ...]:
+    """Physical ids from ``ASCEND_VISIBLE_DEVICES`` when it lists one per process.
+
+    Inside the container the NPUs appear as logical 0..n-1 whatever their physical ids, so a
+    count mismatch (e.g. ``--nproc-per-node`` below the pod's NPUs) falls back to indices.
+    """
+    raw = envparse.get(env, VISIBLE_VAR)
+    if raw is None:
+        return tuple(range(nproc))
+    ids = []
+    for number, item in enumerate(raw.split(","), start=1):
+        if not item.strip().isdigit():
+            msg = f'{VISIBLE_VAR}="{raw}": item {number} "{item}" is not a device id'
+            raise TopologyError(msg)
+        ids.append(int(item))
+    return tuple(sorted(ids)) if len(ids) == nproc else tuple(range(nproc))

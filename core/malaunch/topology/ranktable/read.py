@@ -1,0 +1,133 @@
+"""Reading a rank table that the platform may still be writing.
+
+Producers write the file late and in place (ascend-operator: ``open(O_TRUNC)`` + write, no
+rename), reset ``status`` to "initializing" on regeneration, and ModelArts mounts a directory
+that the file appears in later. So a missing, empty, truncated or non-JSON file, or any status
+but "completed", means "not ready yet": look again every poll interval until the deadline, and
+trust a completed file only after two identical successive reads. There is no event to wait
+for on a ConfigMap or shared-storage file, hence sleeping between reads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, NamedTuple, Optional, Union
+
+from malaunch.errors import NotReadyError
+from malaunch.topology.ranktable.schema import MISSING, gc_paused, shown
+
+DIRECTORY_FILES = ("jobstart_hccl.json", "hccl.json")
+MIN_POLL = 0.01  # never spin, whatever --wait-timeout and poll interval say
+
+
+class Ready(NamedTuple):
+    """A completed table: where it was read, its bytes and its JSON document."""
+
+    path: Path
+    raw: bytes
+    data: Dict[str, Any]
+
+
+class NotReady(NamedTuple):
+    """Why the table cannot be used yet; ``kind`` is "missing", "malformed" or "status"."""
+
+    kind: str
+    reason: str
+
+
+class Location(NamedTuple):
+    """Where to look: a file, or (``directory_ok``) possibly a folder the file appears in."""
+
+    path: Path
+    origin: str  # "from RANK_TABLE_FILE", "the ModelArts default path", for messages
+    directory_ok: bool = False
+
+
+def _read(path: Path) -> Union[bytes, NotReady]:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return NotReady("missing", "the file does not exist")
+    except IsADirectoryError:
+        return NotReady("missing", "it is a directory, not a rank table file")
+    except OSError as exc:
+        return NotReady("missing", f"cannot read it: {exc.strerror or exc}")
+
+
+def read_once(path: Path) -> Union[Ready, NotReady]:
+    """One look at the file: the document when its status is "completed", else why not."""
+    raw = _read(path)
+    if isinstance(raw, NotReady):
+        return raw
+    if not raw.strip():
+        return NotReady("malformed", "the file is empty")
+    try:
+        with gc_paused():
+            data = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
+        return NotReady("malformed", f"not valid JSON: {exc}")
+    if type(data) is not dict:
+        return NotReady("malformed", f"expected a JSON object, got a {type(data).__name__}")
+    # Status first: the initial ConfigMap is only {"status": "initializing"}.
+    status = data.get("status", MISSING)
+    if status == "completed":
+        return Ready(path, raw, data)
+    return NotReady("status", _status_reason(status))
+
+
+def _status_reason(status: Any) -> str:
+    if status is MISSING:
+        return 'status is missing (expected "completed")'
+    return f"status is {shown(status)}"
+
+
+def _look(location: Location) -> Union[Ready, NotReady]:
+    if location.directory_ok and location.path.is_dir():
+        for name in DIRECTORY_FILES:
+            candidate = location.path / name
+            if candidate.exists():
+                return read_once(candidate)
+        return NotReady("missing", f"no {' or '.join(DIRECTORY_FILES)} in this directory yet")
+    return read_once(location.path)
+
+
+def _same_bytes(path: Path, raw: bytes) -> bool:
+    try:
+        return path.read_bytes() == raw
+    except OSError:
+        return False
+
+
+def wait_ready(
+    location: Location,
+    timeout: float,
+    poll_interval: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Ready:
+    """Poll until the table is completed and stable, or raise :class:`NotReadyError`.
+
+    ``timeout`` 0 means one attempt (plus the confirming read of a completed file).
+    """
+    poll = max(poll_interval, MIN_POLL)
+    deadline = clock() + timeout
+    reason: Optional[str] = None
+    while True:
+        found = _look(location)
+        if isinstance(found, Ready):
+            sleep(poll)
+            if _same_bytes(found.path, found.raw):
+                return found
+            reason = "the file changed between two reads (still being written)"
+        else:
+            reason = found.reason
+        remaining = deadline - clock()
+        if remaining <= 0:
+            msg = (
+                f"rank table {location.path} ({location.origin}) not ready after {timeout:g}s: "
+                f"{reason} (see --wait-timeout)"
+            )
+            raise NotReadyError(msg)
+        sleep(min(poll, remaining))
