@@ -24,7 +24,7 @@ from malaunch.plugins import load_plugins
 from malaunch.process_env.context_var import CONTEXT_VAR, agent, context_env
 from malaunch.testing import read_env_file
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "shared"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "shared"
 OCTOPUS = read_env_file(FIXTURES / "octopus_env_example.env")
 
 

@@ -14,7 +14,7 @@ from malaunch.models import ResolveOptions
 from malaunch.topology.ranktable import source
 from malaunch.topology.ranktable.read import MIN_POLL, Location, Ready, wait_ready
 
-SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
+SHARED = Path(__file__).parents[3] / "fixtures" / "shared"
 INITIALIZING = (SHARED / "ranktable_template2_initializing.json").read_text()
 COMPLETED = (SHARED / "ranktable_template2_2pods_8dev.json").read_text()
 POD_1 = "modelarts-job-0d3c5a9e-0000-4000-8000-000000000001-worker-1"

@@ -9,7 +9,7 @@ import pytest
 from malaunch.errors import MissingInputError, TopologyError
 from malaunch.topology.ranktable.hccn import parse_hccn_conf, read_hccn_conf
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "shared" / "hccn_conf_example.conf"
+FIXTURE = Path(__file__).parents[3] / "fixtures" / "shared" / "hccn_conf_example.conf"
 
 
 def test_fixture_maps_each_npu_to_its_address() -> None:

@@ -14,7 +14,7 @@ from malaunch.topology.ranktable.source import _load_now, convert_file
 from malaunch.topology.ranktable.template2 import pod_index
 from malaunch.topology.ranktable.write import v1_text
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[3] / "fixtures"
 SHARED = FIXTURES / "shared"
 OWN = FIXTURES / "rank_tables"
 JOB = "modelarts-job-3f1e0d2c-0000-4000-8000-000000000042"

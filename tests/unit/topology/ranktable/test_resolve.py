@@ -18,7 +18,7 @@ from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.identity import find_this_node, host_addresses, normalise
 from malaunch.topology.ranktable.source import _load_now
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[3] / "fixtures"
 SHARED = FIXTURES / "shared"
 OWN = FIXTURES / "rank_tables"
 JOB = "modelarts-job-3f1e0d2c-0000-4000-8000-000000000042"

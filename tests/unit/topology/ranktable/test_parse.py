@@ -14,7 +14,7 @@ from malaunch.topology.ranktable.read import NotReady, Ready, read_once
 from malaunch.topology.ranktable.schema import Table
 from malaunch.topology.ranktable.source import _load_now, describe_file, spans
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[3] / "fixtures"
 SHARED = FIXTURES / "shared"
 OWN = FIXTURES / "rank_tables"
 
