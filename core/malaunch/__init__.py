@@ -1,6 +1,8 @@
 """malaunch: one launcher for distributed training jobs.
 
-The public API for plugin authors is re-exported here; see ``docs/plugins.md``.
+Plugin authors import :mod:`malaunch.api` (and :mod:`malaunch.testing` in their tests); training
+scripts import :mod:`malaunch.context`. ``docs/architecture.md`` maps the rest. This module
+stays standard-library only: ``import malaunch.context`` imports it first.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 loguru pulls in asyncio and multiprocessing (about 70 ms of CPU), which a launch would pay
 before its first worker starts. Modules log through :data:`logger`, a stand-in that skips
 messages below the configured level without importing loguru, and hands everything else to
-loguru's logger with the sink ``cli.py`` configured.
+loguru's logger with the sink the CLI configured.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _real: Any = None
 
 
 def set_up(level: str, configure: Callable[[Any], None]) -> None:
-    """Record the level and the function that installs sinks on loguru's logger (cli.py)."""
+    """Record the level and the function that installs sinks on loguru's logger (the CLI)."""
     global _threshold, _configure, _real  # noqa: PLW0603 (one logger per process)
     _threshold = LEVELS[level]
     _configure = configure

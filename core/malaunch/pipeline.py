@@ -1,7 +1,8 @@
 """The pipeline as plain functions: environment -> Topology -> LaunchPlan.
 
-``cli.py`` reads ``os.environ`` and the command line, then calls these; tests call them
-directly with an explicit environment.
+The CLI reads ``os.environ`` and the command line, then calls these; tests call them directly
+with an explicit environment. The last arrow, LaunchPlan -> exit code, is
+:mod:`malaunch.supervisor`.
 """
 
 from __future__ import annotations

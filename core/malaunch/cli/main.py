@@ -1,9 +1,9 @@
 """The ``malaunch`` console script: dispatch, logging set-up and the one error boundary.
 
-This package (``malaunch.cli``) is the only one that reads ``os.environ`` and ``sys.argv``,
-configures loguru sinks or exits; the core below it takes explicit mappings and options. The
-first word picks the command: a tool command (:mod:`malaunch.cli.tools`), else the launch
-command (:mod:`malaunch.cli.launch`).
+This package (``malaunch.cli``) is the only one that takes configuration from ``os.environ`` and
+``sys.argv``, configures loguru sinks or exits; the core below it takes explicit mappings and
+options. The first word picks the command: a tool command (:mod:`malaunch.cli.tools`), else
+the launch command (:mod:`malaunch.cli.launch`).
 """
 
 from __future__ import annotations
