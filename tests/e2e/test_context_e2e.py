@@ -182,7 +182,7 @@ def simulated_contexts(
         cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert result.code == 0, result.stderr
-    contexts = []
+    contexts: List[Dict[str, Any]] = []
     for summary_file in sorted(log_dir.glob("node-*/malaunch-summary.json")):
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
         for entry in summary["processes"]:

@@ -6,7 +6,7 @@ import ast
 import dataclasses
 import inspect
 from pathlib import Path
-from typing import Callable, List, Type
+from typing import Callable, List, Set, Type
 
 import pytest
 from pydantic import BaseModel
@@ -71,8 +71,9 @@ def test_model_fields_are_documented(model: Type[BaseModel]) -> None:
 def test_author_kit_is_documented() -> None:
     # Read from the sources (malaunch.testing re-exports its modules' public names): pytest
     # wraps fixtures in objects that are not plain functions.
-    functions = set()
+    functions: Set[str] = set()
     for module in (builders, checks, commands, distributions, environment, fixtures, planning):
+        assert module.__file__ is not None
         tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
         functions.update(node.name for node in tree.body if isinstance(node, ast.FunctionDef))
     public = [name for name in testing.__all__ if name in functions]

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import click
 import pytest
 
-from malaunch.cli.main import build_launch_command
+from malaunch.cli.launch import build_launch_command
 from malaunch.plugins import load_plugins
 from malaunch.testing import run_cli
 

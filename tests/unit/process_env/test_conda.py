@@ -143,7 +143,8 @@ def test_missing_named_env_lists_every_path_tried(tmp_path: Path) -> None:
     with pytest.raises(MissingInputError) as info:
         apply_conda(make_plan(["python"]), environ, "nope")
     message = str(info.value)
-    assert info.value.exit_code == ExitCode.NO_INPUT == 66
+    assert info.value.exit_code == ExitCode.NO_INPUT
+    assert int(info.value.exit_code) == 66
     assert str(tmp_path / "a" / "envs" / "nope") in message
     assert str(tmp_path / "home" / "miniconda3" / "envs" / "nope") in message
     assert "(from --conda-env)" in message

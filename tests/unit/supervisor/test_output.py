@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import List, Optional
+from typing import FrozenSet, List, Optional
 
 import pytest
 from jobs import Job
@@ -30,7 +30,7 @@ from malaunch.supervisor.output import (
         ("4-4", frozenset({4})),
     ],
 )
-def test_parse_console_ranks(spec: str, ranks: Optional[frozenset]) -> None:
+def test_parse_console_ranks(spec: str, ranks: Optional[FrozenSet[int]]) -> None:
     assert parse_console_ranks(spec).ranks == ranks
 
 
