@@ -1,7 +1,8 @@
 """Exit codes and the one exception tree of malaunch.
 
 Every launcher fault is a :class:`MalaunchError` subclass that carries its exit code, so
-the CLI (:mod:`malaunch.cli.main`) can catch them in one place and print a single ``malaunch: error:`` line.
+the CLI (:mod:`malaunch.cli.main`) can catch them in one place and print a single
+``malaunch: error:`` line.
 """
 
 from __future__ import annotations

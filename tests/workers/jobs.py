@@ -108,7 +108,9 @@ class Job:
         return found
 
     def pid_files(self) -> int:
-        return len(list(self.pid_dir.glob("*.pids")))
+        # A worker creates its file and then writes its pids in one write: an empty file is a
+        # worker that has not finished starting (its child's pid not yet recorded).
+        return sum(1 for path in self.pid_dir.glob("*.pids") if path.stat().st_size)
 
     def wait_started(self, count: int) -> None:
         wait_until(lambda: self.pid_files() >= count, f"{count} workers to start")

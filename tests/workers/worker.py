@@ -2,6 +2,7 @@
 
 --pid-dir DIR      add to DIR/<name>.pids: own pid, then the pids of its children (once ready)
 --child            start a grandchild (sleeps) in the same process group, listed in the pid file
+--setsid-child     start a grandchild (sleeps) in a session of its own, holding our stdout
 --ignore-term      ignore SIGTERM (the supervisor must SIGKILL it after the grace period)
 --on-usr1 FILE     on SIGUSR1, write FILE (forwarded-signal tests)
 --env-out FILE     append "RANK MALAUNCH_RESTART_COUNT" to FILE
@@ -33,6 +34,7 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pid-dir")
     parser.add_argument("--child", action="store_true")
+    parser.add_argument("--setsid-child", action="store_true")
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--on-usr1")
     parser.add_argument("--env-out")
@@ -85,6 +87,9 @@ def start(args: argparse.Namespace, restart: int) -> None:
     if args.child:
         sleeper = [sys.executable, "-S", "-c", "import time; time.sleep(600)"]
         pids.append(subprocess.Popen(sleeper).pid)
+    if args.setsid_child:
+        sleeper = [sys.executable, "-S", "-c", "import time; time.sleep(600)"]
+        pids.append(subprocess.Popen(sleeper, start_new_session=True).pid)
     if args.pid_dir:
         write_pids(args.pid_dir, pids)
     if args.env_out:

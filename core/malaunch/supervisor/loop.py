@@ -21,10 +21,11 @@ import dataclasses
 import os
 import selectors
 import signal
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional
 
 from malaunch.errors import ExitCode, LaunchError
 from malaunch.log import logger
+from malaunch.supervisor.clock import Clock
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
@@ -84,13 +85,13 @@ class Supervision:
         wakeup: SignalWakeup,
         reaper: Reaper,
         grace_period: float,
-        clocks: Tuple[Callable[[], float], Callable[[], float]],
+        clock: Clock,
     ) -> None:
         self.children = children
         self.wakeup = wakeup
         self.reaper = reaper
         self.grace_period = grace_period
-        self.clock, self.wall_clock = clocks
+        self.clock = clock
         self.first_failure: Optional[Child] = None
         self.launcher_signal: Optional[int] = None
         self.launcher_signals = 0
@@ -107,7 +108,7 @@ class Supervision:
         self._reap()
         try:
             while not self._finished():
-                for key, _ in self.selector.select(self._timeout()):
+                for key, _ in self.selector.select(self.clock.block_for(self._timeout())):
                     if key.data is None:
                         self._on_signals()
                     else:
@@ -160,7 +161,7 @@ class Supervision:
 
     def _on_exit(self, child: Child, returncode: int) -> None:
         child.returncode = returncode
-        child.end_wall, child.end_mono = self.wall_clock(), self.clock()
+        child.end_wall, child.end_mono = self.clock.wall(), self.clock.now()
         # Its own leftover children die with it; the group id is then free for reuse.
         _killpg(child.pid, signal.SIGKILL)
         self.reaper.forget(child.pid)
@@ -196,7 +197,7 @@ class Supervision:
                 return
 
     def _on_deadlines(self) -> None:
-        if self.kill_at is not None and self.clock() >= self.kill_at:
+        if self.kill_at is not None and self.clock.now() >= self.kill_at:
             self.kill_at = None
             running = [describe(c.spec) for c in self.children if c.running]
             if running:
@@ -214,7 +215,7 @@ class Supervision:
         if self.grace_period <= 0:
             self._signal_running(signal.SIGKILL)
         elif self.kill_at is None:
-            self.kill_at = self.clock() + self.grace_period
+            self.kill_at = self.clock.now() + self.grace_period
 
     def _signal_running(self, signum: int) -> None:
         for child in self.children:
@@ -227,14 +228,14 @@ class Supervision:
         if all(child.pipe_fd < 0 for child in self.children):
             return True
         if self.drain_until is None:
-            self.drain_until = self.clock() + DRAIN_TIMEOUT
-        return self.clock() >= self.drain_until
+            self.drain_until = self.clock.now() + DRAIN_TIMEOUT
+        return self.clock.now() >= self.drain_until
 
     def _timeout(self) -> Optional[float]:
         deadlines = [d for d in (self.kill_at, self.drain_until) if d is not None]
         if not deadlines:
             return None
-        return max(0.0, min(deadlines) - self.clock())
+        return max(0.0, min(deadlines) - self.clock.now())
 
     def _end_of_output(self, child: Child) -> None:
         if child.relay is not None:

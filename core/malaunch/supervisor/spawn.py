@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Mapping, Optional, Tuple
 
 from malaunch.errors import LaunchError
 from malaunch.models import ProcessSpec
+from malaunch.supervisor.clock import Clock
 from malaunch.supervisor.output import LineRelay, describe
 
 PR_SET_PDEATHSIG = 1
@@ -113,7 +114,7 @@ def spawn(
     attempt: int,
     setup: Callable[[], None],
     relay: Optional[LineRelay],
-    clocks: Tuple[Callable[[], float], Callable[[], float]],
+    clock: Clock,
 ) -> Child:
     """Start one process of the plan; LaunchError (71) names the process if it cannot start."""
     env = {**environ, **spec.env, RESTART_VAR: str(attempt)}
@@ -133,8 +134,7 @@ def spawn(
         raise
     finally:
         os.close(write_fd)
-    monotonic, wall = clocks
-    return Child(spec, proc, log_fd, read_fd, relay, wall(), monotonic())
+    return Child(spec, proc, log_fd, read_fd, relay, clock.wall(), clock.now())
 
 
 def _popen(

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from malaunch.errors import LaunchError
 from malaunch.log import logger
 from malaunch.models import LaunchPlan
+from malaunch.supervisor.clock import Clock
 from malaunch.supervisor.loop import Outcome, Supervision, how_it_ended
 from malaunch.supervisor.output import (
     ConsoleWriter,
@@ -40,8 +40,9 @@ class SuperviseOptions:
     """How to run a plan. The last fields exist for tests and embedding.
 
     ``console`` receives whole-line blocks of prefixed output (default: stdout); ``environ`` is
-    the environment the plan's ``env`` is laid over (default: the launcher's own); ``clock`` and
-    ``wall_clock`` time the run; ``reaper`` starts the watchdog process.
+    the environment the plan's ``env`` is laid over (default: the launcher's own); ``clock``
+    times the run and its deadlines (tests inject a virtual one); ``reaper`` starts the
+    watchdog process.
     """
 
     log_dir: str
@@ -51,8 +52,7 @@ class SuperviseOptions:
     forward_signals: Tuple[int, ...] = ()
     console: Optional[ConsoleWriter] = None
     environ: Optional[Mapping[str, str]] = None
-    clock: Callable[[], float] = time.monotonic
-    wall_clock: Callable[[], float] = time.time
+    clock: Clock = dataclasses.field(default_factory=Clock)
     reaper: bool = True
 
 
@@ -123,7 +123,6 @@ def _run_attempt(run: _Run, plan: LaunchPlan, attempt: int) -> Outcome:
     children: List[Child] = []
     error: Optional[LaunchError] = None
     environ = dict(os.environ if run.options.environ is None else run.options.environ)
-    clocks = (run.options.clock, run.options.wall_clock)
     with run.wakeup.blocked() as mask:
         setup = make_child_setup(os.getpid(), run.wakeup.handled, mask)
         for spec in plan.processes:
@@ -132,14 +131,21 @@ def _run_attempt(run: _Run, plan: LaunchPlan, attempt: int) -> Outcome:
                 relay = LineRelay(console_prefix(spec), run.console)
             try:
                 child = spawn(
-                    spec, environ=environ, attempt=attempt, setup=setup, relay=relay, clocks=clocks
+                    spec,
+                    environ=environ,
+                    attempt=attempt,
+                    setup=setup,
+                    relay=relay,
+                    clock=run.options.clock,
                 )
             except LaunchError as exc:
                 error = exc
                 break
             run.reaper.watch(child.pid)
             children.append(child)
-    supervision = Supervision(children, run.wakeup, run.reaper, run.options.grace_period, clocks)
+    supervision = Supervision(
+        children, run.wakeup, run.reaper, run.options.grace_period, run.options.clock
+    )
     if error is not None:
         return supervision.abort(error)
     logger.debug(f"started {len(children)} processes (attempt {attempt})")

@@ -2,11 +2,11 @@
 
 Where the table is: ``RANK_TABLE_FILE_V_1_0`` (a template-1 file), else ``RANK_TABLE_FILE`` (a
 file, or a directory holding ``jobstart_hccl.json`` or ``hccl.json``), else ModelArts'
-``/user/config/jobstart_hccl.json``. The table is waited for (see :mod:`malaunch.topology.ranktable.read`), then
-validated; a template-2 table is converted and written as template 1, which is the file the
-processes receive (a template-2 file named by ``RANK_TABLE_FILE_V_1_0`` is converted too,
-rather than refused). The Topology has one node per server entry (template 2: per pod, even
-when pods share a node), in rank order.
+``/user/config/jobstart_hccl.json``. The table is waited for (see
+:mod:`malaunch.topology.ranktable.read`), then validated; a template-2 table is converted and
+written as template 1, which is the file the processes receive (a template-2 file named by
+``RANK_TABLE_FILE_V_1_0`` is converted too, rather than refused). The Topology has one node per
+server entry (template 2: per pod, even when pods share a node), in rank order.
 """
 
 from __future__ import annotations
