@@ -82,6 +82,13 @@ def test_author_kit_is_documented() -> None:
     assert missing == []
 
 
+def test_the_plugin_api_is_documented() -> None:
+    from malaunch import api  # noqa: PLC0415 (the module under test)
+
+    missing = [name for name in api.__all__ if f"`{name}" not in DOCS]
+    assert missing == []
+
+
 def test_built_in_framework_options_are_documented() -> None:
     plugins = load_plugins(testing.clean_env())
     for name in ("mindspore", "tensorflow_ps", "torch_ddp"):

@@ -223,3 +223,18 @@ def test_every_noqa_says_why(path: Path) -> None:
         if match and not re.match(r":\s*[A-Z]+\d+(,\s*[A-Z]+\d+)*\s+\(.+\)", match["rest"]):
             unexplained.append(f"line {number}: {line.strip()}")
     assert unexplained == []
+
+
+def test_readme_layout_and_architecture_page_match_the_tree() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1]
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "docs/architecture.md" in layout
+    folders = sorted(p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py"))
+    for folder in (f for f in folders if f != "."):
+        assert f"{folder}/" in layout, folder
+        assert f"core/malaunch/{folder}/" in architecture, folder
+    modules = sorted(p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("__"))
+    assert [m for m in modules if f"{m}.py" not in architecture] == []
+    for plugin in PLUGIN_DIRS:
+        assert "plugins/<framework>/" in layout and (plugin / "plan.py").exists()
