@@ -85,3 +85,25 @@ def test_missing_data_paths_are_a_warning_at_launch(tmp_path: Path) -> None:
     assert result.code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "data path" in line]
     assert warnings == [f"malaunch: warning: data path does not exist here: {absent}"]
+
+
+def test_python_dash_m_malaunch_is_the_same_command(tmp_path: Path) -> None:
+    """``python -m malaunch`` from the installed package: same plugins, same exit codes."""
+
+    def module(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "malaunch", *args],
+            env=clean_env(),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    listed = module("plugins")
+    assert listed.returncode == 0
+    assert listed.stdout == run_cli(["plugins"], cwd=tmp_path).stdout
+    missing = module("--framework", "nope", "--", "true")
+    assert missing.returncode == 78
+    assert missing.stderr.startswith("malaunch: error: unknown framework 'nope'")
