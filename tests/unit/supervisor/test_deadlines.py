@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from typing import List, Optional
 
 from jobs import Job, alive, wait_until
@@ -76,7 +77,17 @@ def test_sigkill_comes_exactly_one_grace_period_after_sigterm(
 
 def test_without_the_deadline_only_a_second_signal_kills(job: Job, messages: List[str]) -> None:
     specs = [job.spec(rank, "--sleep", "600", "--ignore-term", "--child") for rank in range(2)]
-    sender = job.signal_after_start(2, signal.SIGTERM, signal.SIGTERM, pause=0)
+
+    def send() -> None:
+        # The second signal goes out once the first was acted on: two signals sent back to
+        # back may reach the launcher as one (the kernel keeps one pending signal per number).
+        job.wait_started(2)
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(lambda: any("received SIGTERM" in m for m in messages), "the first signal")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
     code = job.run(job.plan(*specs), grace_period=HOUR, clock=FrozenClock())
     sender.join()
     assert code == 128 + signal.SIGTERM
