@@ -26,7 +26,10 @@ class ExitCode(enum.IntEnum):
     UNAVAILABLE = 69  # EX_UNAVAILABLE: topology not ready before --wait-timeout
     SOFTWARE = 70  # EX_SOFTWARE: internal error
     OS_ERROR = 71  # EX_OSERR: a process could not be started
+    IO_ERROR = 74  # EX_IOERR: data staging failed
+    PEER_FAILED = 75  # EX_TEMPFAIL: stopped because another node of the job failed
     CONFIG = 78  # EX_CONFIG: plugin missing, duplicate or broken
+    HANG = 124  # as timeout(1): a rank was silent past --hang-timeout
 
     @staticmethod
     def for_signal(signum: int) -> int:
@@ -60,6 +63,12 @@ class MissingInputError(MalaunchError):
 
 class NotReadyError(MalaunchError):
     """The topology (rank table, peers) did not become ready before the deadline."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
+class PeerError(MalaunchError):
+    """The other node launchers of the job could not be reached or authenticated in time."""
 
     exit_code = ExitCode.UNAVAILABLE
 

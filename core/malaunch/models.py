@@ -84,6 +84,12 @@ class Topology(FrozenModel):
     )
     task: Optional[Task] = None
     data: DataPaths = Field(default_factory=DataPaths)
+    peers_reachable: bool = Field(
+        default=True,
+        description="whether node launchers can reach node 0's launcher at nodes[0].host; "
+        "False where the platform gives pods no peer addresses, which leaves the job "
+        "channel off",
+    )
 
     @property
     def this_node(self) -> Node:

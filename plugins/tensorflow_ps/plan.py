@@ -138,7 +138,8 @@ def _spec(
 def task_process(
     topology: Topology, command: Sequence[str], options: PlanOptions, base: Path
 ) -> ProcessSpec:
-    """The one task this container runs (its ps is not a service: it is the main process)."""
+    """The one task this container runs. A ps task is a service: it serves workers on other
+    nodes, and the job's launchers stop it once every worker has succeeded."""
     task = topology.task
     if task is None:
         msg = (
@@ -157,7 +158,16 @@ def task_process(
     # The source numbers training tasks (a device per chief/worker node); keep its numbering.
     devices = topology.this_node.devices
     rank = devices[0].rank if devices else task_rank(cluster, task)
-    return _spec(cluster, task, command, options, base=base, rank=rank, local_rank=0)
+    return _spec(
+        cluster,
+        task,
+        command,
+        options,
+        base=base,
+        rank=rank,
+        local_rank=0,
+        service=task.role == "ps",
+    )
 
 
 def local_cluster(num_ps: int, num_workers: int) -> Cluster:

@@ -15,6 +15,7 @@ import sys
 from loguru import logger
 
 from malaunch.errors import MalaunchError
+from malaunch.job.restart import RestartPolicy
 from malaunch.models import LaunchPlan
 from malaunch.supervisor.supervise import SuperviseOptions, supervise
 
@@ -26,6 +27,8 @@ def main() -> int:
     with open(options_path, encoding="utf-8") as handle:
         fields = json.load(handle)
     fields["forward_signals"] = tuple(fields.get("forward_signals", ()))
+    if "max_restarts" in fields:
+        fields["restart"] = RestartPolicy(max_restarts=fields.pop("max_restarts"), backoff=(0, 0))
     logger.remove()
     logger.add(sys.stderr, format="malaunch: {level.name.lower()}: {message}")
     print("ready", file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
+from malaunch.job.restart import RestartPolicy
 from malaunch.models import LaunchPlan, Node, ProcessSpec, Topology
 from malaunch.supervisor.supervise import SuperviseOptions, supervise
 from malaunch.testing import pid_alive
@@ -88,6 +89,10 @@ class Job:
         return LaunchPlan(framework="test", topology=topology(), processes=tuple(specs))
 
     def options(self, **fields: Any) -> SuperviseOptions:
+        if "max_restarts" in fields:  # restarts at once: back-off is tested on its own
+            fields["restart"] = RestartPolicy(
+                max_restarts=fields.pop("max_restarts"), backoff=(0, 0)
+            )
         fields.setdefault("log_dir", str(self.log_dir))
         fields.setdefault("grace_period", 5.0)
         fields.setdefault("console", self.console.extend)

@@ -11,18 +11,19 @@ import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
+from malaunch.cli.options import ENV_PREFIX, core_options
 from malaunch.errors import ExitCode, PluginError, UsageError
+from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
+from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
+from malaunch.job.settings import JobSettings, job_settings
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
-from malaunch.pipeline import AUTO, build_plan, warn_about_missing_data
+from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.supervisor.signals import parse_signal_names
-
-ENV_PREFIX = "MALAUNCH"
-DEFAULT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 EPILOG = """\b
 Other commands:
@@ -95,8 +96,12 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     extra_env = parse_env_pairs(params["env"])
     # Checked before the topology wait, so a typo does not cost --wait-timeout.
     forward_signals = parse_signal_names(params["forward_signals"])
+    restart = restart_policy(params)
+    hang = hang_settings(params)
 
-    def make_plan(_attempt: int = 0) -> LaunchPlan:
+    def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
+        """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
+        del attempt
         return build_plan(
             plugins,
             os.environ,
@@ -105,7 +110,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             command=command,
             resolve_options=resolve_options,
             plan_options=plan_options,
-            master=(params["master_addr"], params["master_port"]),
+            master=(params["master_addr"], master_port or params["master_port"]),
             extra_env=extra_env,
             conda_env=params["conda_env"],
         )
@@ -117,96 +122,55 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         return int(ExitCode.OK)
     # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
     # stay light.
-    from malaunch.supervisor.preflight import check_master_port  # noqa: PLC0415 (start-up)
+    from malaunch.supervisor.preflight import check_ports  # noqa: PLC0415 (start-up)
     from malaunch.supervisor.supervise import SuperviseOptions, supervise  # noqa: PLC0415 (start-up)
 
-    check_master_port(plan)
+    job = job_of(plan, params)
+    check_ports(plan, job.port if job is not None else None)
     options = SuperviseOptions(
         log_dir=str(log_dir),
         console_ranks=params["console_ranks"],
         grace_period=params["grace_period"],
-        max_restarts=params["max_restarts"],
+        restart=restart,
         forward_signals=forward_signals,
+        job=job,
+        hang=hang,
     )
     return supervise(plan, options, replan=make_plan)
 
 
-def _core_options() -> List[click.Parameter]:
-    return [
-        click.Option(["--framework"], metavar="NAME", help="Framework plugin to launch with."),
-        click.Option(
-            ["--topology"],
-            default=AUTO,
-            show_default=True,
-            metavar="SOURCE",
-            help="Topology source: auto, or a name from `malaunch plugins` (ranktable, tf-ps, "
-            "tf-config, mindx, volcano, slurm, local, ...).",
-        ),
-        click.Option(
-            ["--nproc-per-node"],
-            type=click.IntRange(min=1),
-            help="Local processes where the source lists no devices.",
-        ),
-        click.Option(["--master-addr"], help="Override the resolved rendezvous address."),
-        click.Option(
-            ["--master-port"],
-            type=click.IntRange(1, 65535),
-            help="Override the resolved rendezvous port.",
-        ),
-        click.Option(
-            ["--log-dir"],
-            type=click.Path(file_okay=False),
-            help="Per-rank logs and malaunch-summary.json "
-            "[default: $MA_LOG_DIR or ./malaunch-logs]",
-        ),
-        click.Option(
-            ["--console-ranks"],
-            default="all",
-            show_default=True,
-            metavar="SPEC",
-            help="Ranks echoed to the console with a prefix: all, none, or e.g. 0,3-5.",
-        ),
-        click.Option(
-            ["--grace-period"],
-            type=click.FloatRange(min=0),
-            default=5.0,
-            show_default=True,
-            help="Seconds between SIGTERM and SIGKILL at teardown.",
-        ),
-        click.Option(
-            ["--max-restarts"],
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            help="Restart the local group this many times after a failure.",
-        ),
-        click.Option(
-            ["--wait-timeout"],
-            type=click.FloatRange(min=0),
-            default=600.0,
-            show_default=True,
-            help="Seconds to wait for a rank table or peers to become ready.",
-        ),
-        click.Option(
-            ["--conda-env"], metavar="NAME|PATH", help="Run `python` from this conda env."
-        ),
-        click.Option(
-            ["--env"],
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="Extra environment for every process (repeatable).",
-        ),
-        click.Option(
-            ["--forward-signals"],
-            default=",".join(DEFAULT_SIGNALS),
-            show_default=True,
-            metavar="LIST",
-            help="Signals forwarded to every process group (e.g. add SIGUSR1).",
-        ),
-        click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
-        click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
-        click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
-    ]
+def restart_policy(params: Dict[str, Any]) -> RestartPolicy:
+    """``--max-restarts``, ``--restart-backoff``, ``--min-uptime``, ``--restart-on``."""
+    return RestartPolicy(
+        max_restarts=params["max_restarts"],
+        backoff=parse_backoff(params["restart_backoff"]),
+        min_uptime=params["min_uptime"],
+        restart_on=parse_codes(params["restart_on"]),
+    )
+
+
+def hang_settings(params: Dict[str, Any]) -> Optional[HangSettings]:
+    """``--hang-timeout`` and friends; None when hang detection is off."""
+    timeout = params["hang_timeout"]
+    if timeout is None:
+        if params["hang_startup_timeout"] is not None:
+            msg = "--hang-startup-timeout needs --hang-timeout"
+            raise UsageError(msg)
+        return None
+    startup = params["hang_startup_timeout"] or max(timeout, DEFAULT_STARTUP_TIMEOUT)
+    return HangSettings(timeout=timeout, startup_timeout=startup, stacks=params["hang_stacks"])
+
+
+def job_of(plan: LaunchPlan, params: Dict[str, Any]) -> Optional[JobSettings]:
+    """The job channel's settings for this node, or None for a one-node job."""
+    return job_settings(
+        plan.topology,
+        requested_port=params["job_port"],
+        secret=params["job_secret"],
+        heartbeat_timeout=params["heartbeat_timeout"],
+        wait_timeout=params["wait_timeout"],
+        enabled=params["job_channel"],
+    )
 
 
 def _spellings(param: click.Parameter) -> List[str]:
@@ -215,7 +179,7 @@ def _spellings(param: click.Parameter) -> List[str]:
 
 def build_launch_command(plugins: PluginSet) -> click.Command:
     """The launch command, with the options every installed framework contributes."""
-    params = _core_options()
+    params = core_options()
     # Flags (``--no-x`` too) and parameter names a framework's option must not take over.
     taken = {"-h", "--help", *(s for p in params for s in _spellings(p))}
     for name, registered in sorted(plugins.frameworks.items()):

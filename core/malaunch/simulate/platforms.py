@@ -52,7 +52,6 @@ class SimNode:
     host: str
     env: Dict[str, str]
     log_dir: Path
-    service: bool = False
     launcher_args: Tuple[str, ...] = ()
 
 
@@ -66,6 +65,9 @@ class SimCluster:
     rank_table_files: Tuple[Path, ...] = ()
     # Set when the platform names no rendezvous port: the launchers then get --master-port.
     master_port: Optional[int] = None
+    # The job channel's port, given to every launcher as --job-port (a free one, so that
+    # simulations running side by side never meet).
+    job_port: Optional[int] = None
 
 
 def loopback(index: int) -> str:
@@ -76,9 +78,8 @@ def loopback(index: int) -> str:
 
 def fabricate(shape: JobShape, ports: Iterator[int]) -> SimCluster:
     """The platform's view of every node of ``shape``."""
-    if shape.platform == "tf-ps":
-        return _tf_ps(shape, ports)
-    return _worker_pool(shape, ports)
+    cluster = _tf_ps(shape, ports) if shape.platform == "tf-ps" else _worker_pool(shape, ports)
+    return dataclasses.replace(cluster, job_port=next(ports))
 
 
 def node_dir(shape: JobShape, index: int) -> Path:
@@ -113,7 +114,7 @@ def _worker_pool(shape: JobShape, ports: Iterator[int]) -> SimCluster:
             directories.extend(_data_dirs(data))
         if shape.platform == "modelarts":
             env["RANK_TABLE_FILE"] = str(node_dir(shape, k) / "config")  # a directory
-        nodes.append(SimNode(k, f"worker {k}", host, env, node_log_dir(shape, k), False, args))
+        nodes.append(SimNode(k, f"worker {k}", host, env, node_log_dir(shape, k), args))
     master_port = None if shape.platform == "octopus" else port
     if shape.platform != "modelarts":
         return SimCluster(tuple(nodes), tuple(directories), master_port=master_port)
@@ -231,6 +232,6 @@ def _tf_ps(shape: JobShape, ports: Iterator[int]) -> SimCluster:
             }
         )
         log_dir = node_log_dir(shape, k)
-        nodes.append(SimNode(k, f"{role} {index}", host, env, log_dir, service=role == "ps"))
+        nodes.append(SimNode(k, f"{role} {index}", host, env, log_dir))
     directories = tuple(Path(node.env["MA_MOUNT_PATH"]) for node in nodes)
     return SimCluster(tuple(nodes), directories)

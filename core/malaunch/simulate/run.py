@@ -1,12 +1,12 @@
-"""Running a simulation: one ``malaunch`` per simulated node, supervised as one plan.
+"""Running a simulation: one ``malaunch`` per simulated node, started as the platform would.
 
-The node launchers are the processes of a :class:`~malaunch.models.LaunchPlan` run by
-:func:`malaunch.supervisor.supervise.supervise`, so the simulation has the launcher's own
-semantics: the first node that fails gives the exit code and every other node launcher gets
-SIGTERM (and forwards it to its workers), signals are forwarded to every node, nothing is left
-behind, and ``malaunch-summary.json`` has one row per node. Parameter-server nodes (tf-ps)
-and the rank table writer (modelarts) are service processes, stopped once the worker nodes have
-succeeded.
+The parent only starts the node launchers, relays their output (``[node k]``), forwards
+signals to them and collects their exit codes: the node launchers stop, finish and restart
+together through their own job channel, exactly as on a cluster. A safety net stops a node
+launcher that has not ended by itself well after the first one did, and reports that as a
+failure. The exit code is the first failing node's own (a node stopped for another's failure
+exits 75, so a node with a failure of its own takes precedence), and ``malaunch-summary.json``
+has one row per node. The ModelArts rank-table writer (the platform side) is a service.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def node_argv(node: SimNode, cluster: SimCluster, values: Mapping[str, Any]) -> 
     argv = [*launcher_command(), *values["launcher_tokens"], *node.launcher_args]
     if cluster.master_port is not None and values.get("master_port") is None:
         argv += ["--master-port", str(cluster.master_port)]  # no port variable on this platform
+    if cluster.job_port is not None and values.get("job_port") is None:
+        argv += ["--job-port", str(cluster.job_port)]
     return [*argv, "--log-dir", str(node.log_dir), "--", *values["command"]]
 
 
@@ -90,7 +92,6 @@ def node_specs(cluster: SimCluster, values: Mapping[str, Any], log_dir: Path) ->
             env=dict(node.env),
             cwd=cwd,
             log_file=str(log_dir / f"node-{node.index}.log"),
-            service=node.service,
         )
         for node in cluster.nodes
     ]
@@ -131,12 +132,22 @@ def simulation_topology(shape: JobShape, cluster: SimCluster) -> Topology:
     )
 
 
-def render_env(shape: JobShape, cluster: SimCluster, specs: List[ProcessSpec]) -> str:
-    """``--print-env``: each node's platform variables (env-file form) and start command."""
+def render_env(
+    shape: JobShape, cluster: SimCluster, specs: List[ProcessSpec], environ: Mapping[str, str]
+) -> str:
+    """``--print-env``: each node's environment (env-file form) and complete start command.
+
+    The environment is the platform's variables plus the launcher options the user set as
+    ``MALAUNCH_*`` variables (node launchers inherit those): with both, each command runs as
+    that node in a shell of its own, or on a machine of its own.
+    """
+    inherited = {key: value for key, value in environ.items() if key.startswith("MALAUNCH_")}
+    inherited = {k: v for k, v in inherited.items() if k not in LAUNCHER_SET}
     lines: List[str] = []
     for node, spec in zip(cluster.nodes, specs):
         lines.append(f"# node {node.index}: {node.label} at {node.host} ({shape.platform})")
-        lines += [f"{key}={value}" for key, value in sorted(node.env.items())]
+        env = {**inherited, **node.env}
+        lines += [f"{key}={value}" for key, value in sorted(env.items())]
         lines.append(f"# launcher: {shlex.join(spec.argv)}")
         lines.append("")
     if cluster.rank_table is not None:
@@ -181,7 +192,7 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
     cluster = fabricate(shape, free_ports())
     specs = node_specs(cluster, values, log_dir)
     if values["print_env"]:
-        click.echo(render_env(shape, cluster, specs))
+        click.echo(render_env(shape, cluster, specs, environ))
         return 0
     try:
         return supervise_nodes(shape, cluster, specs, values, environ=environ, signals=signals)
@@ -209,10 +220,16 @@ def supervise_nodes(
     )
     labels = ", ".join(f"node {n.index} = {n.label} at {n.host}" for n in cluster.nodes)
     logger.info(f"simulating {shape.platform}: {labels}; logs in {shape.log_dir}")
+    # The nodes stop themselves through their job channel, exactly as on a cluster; the
+    # parent only steps in (and calls it a failure) when one has not after the time its own
+    # heartbeat timeout and grace period allow.
+    grace = values["grace_period"] + NODE_GRACE_MARGIN
     options = SuperviseOptions(
         log_dir=str(shape.log_dir),
-        grace_period=values["grace_period"] + NODE_GRACE_MARGIN,
+        grace_period=grace,
         forward_signals=signals,
         environ=base_environ(environ),
+        fail_fast=False,
+        straggler_timeout=values["heartbeat_timeout"] + grace,
     )
     return supervise(plan, options)

@@ -1,10 +1,10 @@
-"""Checks before anything starts: a taken master port fails now, with a clear message, instead
-of as a rendezvous timeout in every rank minutes later."""
+"""Checks before anything starts: a taken master port or job port fails now, with a clear
+message, instead of as a rendezvous timeout in every rank minutes later."""
 
 from __future__ import annotations
 
 import socket
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan
@@ -25,15 +25,33 @@ def _wildcards() -> List[Tuple[socket.AddressFamily, str]]:
     return families
 
 
-def check_master_port(plan: LaunchPlan) -> None:
-    """On the master node, fail with LaunchError (71) if the master port is already taken.
-
-    Other nodes and topologies without a fixed port have nothing to check.
-    """
+def check_ports(plan: LaunchPlan, job_port: Optional[int] = None) -> None:
+    """On node 0, fail with LaunchError (71) if the master port or the job channel's port is
+    already taken (or both are the same port). Other nodes have nothing to check."""
     topology = plan.topology
-    port = topology.master_port
-    if topology.node_rank != 0 or port is None:
+    if topology.node_rank != 0:
         return
+    port = topology.master_port
+    if job_port is not None and job_port == port:
+        msg = f"the job port and the master port are both {port}: give --job-port another one"
+        raise LaunchError(msg)
+    if port is not None:
+        _check(
+            port,
+            f"master port {port}",
+            "--master-port or MALAUNCH_MASTER_PORT",
+            topology.master_addr,
+        )
+    if job_port is not None:
+        _check(
+            job_port,
+            f"job port {job_port}",
+            "--job-port or MALAUNCH_JOB_PORT",
+            topology.master_addr,
+        )
+
+
+def _check(port: int, what: str, option: str, master: str) -> None:
     for family, address in _wildcards():
         try:
             taken = port_taken(port, family, address)
@@ -41,8 +59,7 @@ def check_master_port(plan: LaunchPlan) -> None:
             continue
         if taken:
             msg = (
-                f"master port {port} is already in use on this host (the master node, "
-                f"{topology.master_addr}); pick another with --master-port or "
-                "MALAUNCH_MASTER_PORT, or stop the process listening on it"
+                f"{what} is already in use on this host (the master node, {master}); "
+                f"pick another with {option}, or stop the process listening on it"
             )
             raise LaunchError(msg)

@@ -19,8 +19,8 @@ import sys
 from typing import Callable, Iterable, Mapping, Optional, Tuple
 
 from malaunch.errors import LaunchError
+from malaunch.events import Clock
 from malaunch.models import ProcessSpec
-from malaunch.supervisor.clock import Clock
 from malaunch.supervisor.output import LineRelay, describe
 
 PR_SET_PDEATHSIG = 1
@@ -57,6 +57,8 @@ class Child:
     end_wall: Optional[float] = None
     end_mono: Optional[float] = None
     returncode: Optional[int] = None  # Popen convention: -N when killed by signal N
+    last_activity: float = 0.0  # monotonic time of its last output or heartbeat, or its start
+    heard_from: bool = False  # any output or heartbeat yet (hang detection's start-up phase)
 
     @property
     def pid(self) -> int:
@@ -115,9 +117,14 @@ def spawn(
     setup: Callable[[], None],
     relay: Optional[LineRelay],
     clock: Clock,
+    extra_env: Optional[Mapping[str, str]] = None,
 ) -> Child:
-    """Start one process of the plan; LaunchError (71) names the process if it cannot start."""
-    env = {**environ, **spec.env, RESTART_VAR: str(attempt)}
+    """Start one process of the plan; LaunchError (71) names the process if it cannot start.
+
+    ``extra_env`` is what the launcher adds at run time (heartbeat address, faulthandler) and
+    a variable the plan or the user already set wins over it.
+    """
+    env = {**environ, **(extra_env or {}), **spec.env, RESTART_VAR: str(attempt)}
     try:
         for directory in (spec.cwd, *spec.dirs):
             os.makedirs(directory, exist_ok=True)
@@ -134,7 +141,8 @@ def spawn(
         raise
     finally:
         os.close(write_fd)
-    return Child(spec, proc, log_fd, read_fd, relay, clock.wall(), clock.now())
+    started = clock.now()
+    return Child(spec, proc, log_fd, read_fd, relay, clock.wall(), started, last_activity=started)
 
 
 def _popen(

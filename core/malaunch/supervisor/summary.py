@@ -2,12 +2,21 @@
 
 JSON shape (a contract for platforms and tests)::
 
-    {"exit_code": int, "first_failure": {process entry} | null, "restarts": int,
+    {"exit_code": int, "node": int,
+     "first_failure": {process entry} | null,       # this node's own first failure
+     "stopped_by": {failure} | null,                # why the job stopped this node (exit 75)
+     "job_failure": {failure} | null,               # the job's first failure, from node 0
+     "hang": {hang record} | null,                  # --hang-timeout: rank, node, seconds
+                                                    # silent, stack_file, culprits, groups
+     "restarts": int,
+     "attempts": [{"attempt", "exit_code", "failure", "decision", "delay"}],
      "processes": [{"role", "rank", "local_rank", "pid", "exit_code", "signal",
                     "start_time", "end_time", "log_file", "service"}]}
 
-``exit_code`` of a process is null when it died of a signal, and ``signal`` then names it
-(``"SIGKILL"``); times are ISO 8601 with the local UTC offset.
+A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent", "node", "rank",
+"role", "code", "signal"}``. ``processes`` are the last attempt's. ``exit_code`` of a process
+is null when it died of a signal, and ``signal`` then names it (``"SIGKILL"``); times are ISO
+8601 with the local UTC offset.
 """
 
 from __future__ import annotations
@@ -17,9 +26,11 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from malaunch.errors import ExitCode
 from malaunch.files import write_atomic
 from malaunch.log import logger
-from malaunch.supervisor.loop import Outcome, signal_name
+from malaunch.supervisor.attempt import describe_failure
+from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
 
@@ -52,14 +63,32 @@ def process_entry(child: Child) -> Dict[str, Any]:
     }
 
 
-def build_summary(outcome: Outcome, restarts: int) -> Dict[str, Any]:
-    """The summary JSON document of a run (its last attempt)."""
-    failure = outcome.first_failure
+def build_summary(outcomes: List[Outcome]) -> Dict[str, Any]:
+    """The summary JSON document of a run (processes of its last attempt)."""
+    last = outcomes[-1]
+    failure = last.first_failure
+    job_failure = last.job_failure
     return {
-        "exit_code": outcome.exit_code,
+        "exit_code": last.exit_code,
+        "node": last.node,
         "first_failure": process_entry(failure) if failure is not None else None,
-        "restarts": restarts,
-        "processes": [process_entry(child) for child in outcome.children],
+        "stopped_by": job_failure if last.exit_code == ExitCode.PEER_FAILED else None,
+        "job_failure": job_failure,
+        "hang": last.hang,
+        "restarts": len(outcomes) - 1,
+        "attempts": [_attempt_entry(outcome) for outcome in outcomes],
+        "processes": [process_entry(child) for child in last.children],
+    }
+
+
+def _attempt_entry(outcome: Outcome) -> Dict[str, Any]:
+    verdict = outcome.verdict or {}
+    return {
+        "attempt": outcome.attempt,
+        "exit_code": outcome.exit_code,
+        "failure": outcome.job_failure,
+        "decision": verdict.get("decision"),
+        "delay": verdict.get("delay"),
     }
 
 
@@ -104,15 +133,24 @@ def _duration(child: Child) -> str:
     return f"{child.end_mono - child.start_mono:.2f}s"
 
 
-def report(outcome: Outcome, restarts: int, log_dir: str) -> None:
+def report(outcomes: List[Outcome], log_dir: str) -> None:
     """Log the table and write the JSON file."""
-    summary = build_summary(outcome, restarts)
+    summary = build_summary(outcomes)
+    last = outcomes[-1]
     path = write_summary(log_dir, summary)
     head = f"exit code {summary['exit_code']}"
-    if outcome.first_failure is not None:
-        head += f", first failure: {describe(outcome.first_failure.spec)}"
+    if last.first_failure is not None:
+        head += f", first failure: {describe(last.first_failure.spec)}"
+    elif summary["stopped_by"] is not None:
+        head += f", stopped because {describe_failure(summary['stopped_by'])}"
+    restarts = summary["restarts"]
     if restarts:
         head += f", after {restarts} restart{'s' if restarts > 1 else ''}"
     logger.info(f"summary: {head}" + (f" ({path})" if path else ""))
-    for line in table_lines(outcome):
+    hang = summary["hang"]
+    if hang is not None:
+        culprits = hang.get("culprits") or []
+        named = ", ".join(str(rank) for rank in culprits) or "none singled out"
+        logger.info(f"  hang: {hang.get('reason', '')}; odd ranks: {named}")
+    for line in table_lines(last):
         logger.info(f"  {line}")

@@ -60,7 +60,8 @@ def _group_problems(plan: LaunchPlan) -> List[str]:
     local = [p.local_rank for p in workers if p.local_rank is not None]
     if local and not _dense(local, start=0):
         problems.append(f"worker local ranks are not 0..{len(local) - 1}: {sorted(local)}")
-    if processes and not workers:
+    if processes and not workers and plan.topology.nnodes == 1:
+        # With other nodes, their workers finish the job (a parameter-server node).
         problems.append("every process is a service: nothing would ever finish")
     identities = [(p.role, p.rank, p.local_rank) for p in processes if p.service]
     if len(set(identities)) != len(identities):

@@ -81,6 +81,9 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
         job_id=envparse.get(env, "MINDX_TASK_ID"),
         roles={"scheduler": (envparse.format_host_port(host, port),)},
         task=task,
+        # Pods learn only the scheduler's address (the hosts above are placeholders), so the
+        # node launchers cannot form a job channel; the operator's own policies stop the job.
+        peers_reachable=False,
     )
 
 

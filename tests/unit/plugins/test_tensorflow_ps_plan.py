@@ -37,9 +37,10 @@ def test_worker_task_gets_flags_and_tf_config(
     assert process.log_file == str(tmp_path / "logs" / "worker-1.log")
 
 
-def test_ps_task_is_the_containers_main_process(malaunch_plan: PlanFactory) -> None:
+def test_ps_task_is_a_service_the_job_stops(malaunch_plan: PlanFactory) -> None:
+    # Its workers run on other nodes: the job channel stops it once they have succeeded.
     (process,) = malaunch_plan("tensorflow_ps", make_ps_topology(role="ps", index=0)).processes
-    assert (process.role, process.rank, process.service) == ("ps", None, False)
+    assert (process.role, process.rank, process.service) == ("ps", None, True)
     assert process.argv[-2:] == ("--job_name=ps", "--task_index=0")
     assert json.loads(process.env["TF_CONFIG"])["task"] == {"type": "ps", "index": 0}
 

@@ -110,13 +110,13 @@ def test_volcano_passes_the_process_count_to_the_launcher(tmp_path: Path) -> Non
     assert not any(key.startswith("MA_") for n in cluster.nodes for key in n.env)
 
 
-def test_tf_ps_marks_ps_nodes_as_services(tmp_path: Path) -> None:
+def test_tf_ps_gives_each_task_its_own_node(tmp_path: Path) -> None:
     cluster = fabricate(shape(tmp_path, "tf-ps", nodes=2, num_ps=2), ports())
-    assert [(n.label, n.service) for n in cluster.nodes] == [
-        ("ps 0", True),
-        ("ps 1", True),
-        ("worker 0", False),
-        ("worker 1", False),
+    assert [n.label for n in cluster.nodes] == [
+        "ps 0",
+        "ps 1",
+        "worker 0",
+        "worker 1",
     ]
     env = cluster.nodes[3].env
     assert env["TF_PS_HOSTS"] == "127.0.0.1:40000,127.0.0.2:40001"

@@ -10,7 +10,7 @@ import pytest
 from jobs import Job
 
 from malaunch.errors import LaunchError
-from malaunch.supervisor.loop import Supervision
+from malaunch.supervisor.attempt import Attempt
 from malaunch.supervisor.spawn import Child
 
 
@@ -129,14 +129,14 @@ def test_missing_working_dir_is_created_and_env_is_laid_over_ours(job: Job) -> N
 def test_an_internal_error_still_leaves_nothing_running(job: Job, monkeypatch: Any) -> None:
     started: List[Child] = []
 
-    def crash(self: Supervision) -> None:
-        started.extend(self.children)
+    def crash(self: Attempt) -> None:
+        started.extend(self.group.children)
         job.wait_started(2)
         raise RuntimeError("a bug in the event loop")
 
-    monkeypatch.setattr(Supervision, "run", crash)
+    monkeypatch.setattr(Attempt, "tick", crash)
     specs = [job.spec(rank, "--sleep", "60", "--child") for rank in range(2)]
     with pytest.raises(RuntimeError, match="a bug"):
         job.run(job.plan(*specs))
-    job.assert_all_gone(expected_at_least=4)  # the reaper killed both groups
+    job.assert_all_gone(expected_at_least=4)  # both groups killed, grandchildren too
     assert [child.proc.wait(timeout=5) for child in started] == [-signal.SIGKILL] * 2

@@ -10,7 +10,7 @@ from jobs import topology
 
 from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan, Node
-from malaunch.supervisor.preflight import check_master_port
+from malaunch.supervisor.preflight import check_ports
 
 
 def plan_with(port: int, node_rank: int = 0) -> LaunchPlan:
@@ -36,18 +36,18 @@ def test_taken_port_on_the_master_is_an_error(listening_port: int) -> None:
         match=rf"master port {listening_port} is already in use.*"
         r"--master-port or MALAUNCH_MASTER_PORT",
     ):
-        check_master_port(plan_with(listening_port))
+        check_ports(plan_with(listening_port))
 
 
 def test_other_nodes_do_not_check(listening_port: int) -> None:
-    check_master_port(plan_with(listening_port, node_rank=1))
+    check_ports(plan_with(listening_port, node_rank=1))
 
 
 def test_free_port_passes() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    check_master_port(plan_with(port))  # closed again: free
+    check_ports(plan_with(port))  # closed again: free
 
 
 def test_port_in_time_wait_is_not_taken() -> None:
@@ -61,7 +61,7 @@ def test_port_in_time_wait_is_not_taken() -> None:
         accepted, _ = server.accept()
         accepted.close()  # the server side closes first: its end goes to TIME_WAIT
         client.close()
-    check_master_port(plan_with(port))
+    check_ports(plan_with(port))
 
 
 def test_no_port_no_check() -> None:
@@ -69,4 +69,4 @@ def test_no_port_no_check() -> None:
     plan = plan.model_copy(
         update={"topology": plan.topology.model_copy(update={"master_port": None})}
     )
-    check_master_port(plan)
+    check_ports(plan)

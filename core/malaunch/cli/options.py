@@ -1,0 +1,170 @@
+"""The launch command's own options (frameworks add theirs in :mod:`malaunch.cli.launch`).
+
+Every option has an environment twin ``MALAUNCH_<OPTION>`` (click's ``auto_envvar_prefix``).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import click
+
+from malaunch.hang.watch import STACK_METHODS
+from malaunch.job.restart import DEFAULT_BACKOFF
+from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
+from malaunch.pipeline import AUTO
+
+ENV_PREFIX = "MALAUNCH"
+DEFAULT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def core_options() -> List[click.Parameter]:
+    """The launch command's own options, fresh objects each call; the command argument last."""
+    return [
+        click.Option(["--framework"], metavar="NAME", help="Framework plugin to launch with."),
+        click.Option(
+            ["--topology"],
+            default=AUTO,
+            show_default=True,
+            metavar="SOURCE",
+            help="Topology source: auto, or a name from `malaunch plugins` (ranktable, tf-ps, "
+            "tf-config, mindx, volcano, slurm, local, ...).",
+        ),
+        click.Option(
+            ["--nproc-per-node"],
+            type=click.IntRange(min=1),
+            help="Local processes where the source lists no devices.",
+        ),
+        click.Option(["--master-addr"], help="Override the resolved rendezvous address."),
+        click.Option(
+            ["--master-port"],
+            type=click.IntRange(1, 65535),
+            help="Override the resolved rendezvous port.",
+        ),
+        click.Option(
+            ["--log-dir"],
+            type=click.Path(file_okay=False),
+            help="Per-rank logs and malaunch-summary.json "
+            "[default: $MA_LOG_DIR or ./malaunch-logs]",
+        ),
+        click.Option(
+            ["--console-ranks"],
+            default="all",
+            show_default=True,
+            metavar="SPEC",
+            help="Ranks echoed to the console with a prefix: all, none, or e.g. 0,3-5.",
+        ),
+        click.Option(
+            ["--grace-period"],
+            type=click.FloatRange(min=0),
+            default=5.0,
+            show_default=True,
+            help="Seconds between SIGTERM and SIGKILL at teardown.",
+        ),
+        click.Option(
+            ["--wait-timeout"],
+            type=click.FloatRange(min=0),
+            default=600.0,
+            show_default=True,
+            help="Seconds to wait for a rank table or peers to become ready.",
+        ),
+        click.Option(
+            ["--conda-env"], metavar="NAME|PATH", help="Run `python` from this conda env."
+        ),
+        click.Option(
+            ["--env"],
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Extra environment for every process (repeatable).",
+        ),
+        click.Option(
+            ["--forward-signals"],
+            default=",".join(DEFAULT_SIGNALS),
+            show_default=True,
+            metavar="LIST",
+            help="Signals forwarded to every process group (e.g. add SIGUSR1).",
+        ),
+        *job_options(),
+        click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
+        click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
+        click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
+    ]
+
+
+def job_options() -> List[click.Parameter]:
+    """The job across nodes: channel, restarts, hangs (SPEC §9)."""
+    return [
+        click.Option(
+            ["--max-restarts"],
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Restart the whole job (every node together) this many times after a failure.",
+        ),
+        click.Option(
+            ["--restart-backoff"],
+            default=DEFAULT_BACKOFF,
+            show_default=True,
+            metavar="BASE[:MAX]",
+            help="Seconds before restart n: min(MAX, BASE*2^(n-1)), half of it random.",
+        ),
+        click.Option(
+            ["--min-uptime"],
+            type=click.FloatRange(min=0),
+            default=0.0,
+            show_default=True,
+            help="A failure sooner than this after the start is a start-up crash: no restart.",
+        ),
+        click.Option(
+            ["--restart-on"],
+            default="any",
+            show_default=True,
+            metavar="CODES",
+            help="Exit codes worth a restart: any, or e.g. 1,70-79,SIGKILL.",
+        ),
+        click.Option(
+            ["--job-port"],
+            type=click.IntRange(1, 65535),
+            help="Port of the job channel node 0's launcher serves "
+            "[default: master port + 1, else one hashed from the job]",
+        ),
+        click.Option(
+            ["--job-secret"],
+            default="",
+            metavar="TEXT",
+            help="Mixed into the job channel's token (set the same on every node).",
+        ),
+        click.Option(
+            ["--job-channel/--no-job-channel"],
+            default=True,
+            show_default=True,
+            help="Tie the node launchers of a multi-node job together (stop, finish, restart).",
+        ),
+        click.Option(
+            ["--heartbeat-timeout"],
+            type=click.FloatRange(min=0.1),
+            default=DEFAULT_HEARTBEAT_TIMEOUT,
+            show_default=True,
+            help="Seconds of silence after which a node launcher counts as lost.",
+        ),
+        click.Option(
+            ["--hang-timeout"],
+            type=click.FloatRange(min=0.1),
+            help="A rank with no output and no heartbeat for this long is hung: capture "
+            "every rank's stack, stop the job, exit 124 [default: off]",
+        ),
+        click.Option(
+            ["--hang-startup-timeout"],
+            type=click.FloatRange(min=0.1),
+            help="The same before a rank's first output or heartbeat "
+            "[default: the larger of --hang-timeout and 300]",
+        ),
+        click.Option(
+            ["--hang-stacks"],
+            type=click.Choice(STACK_METHODS),
+            default="auto",
+            show_default=True,
+            help="How stacks are captured: py-spy where it works, else faulthandler "
+            "(which ends the rank).",
+        ),
+    ]

@@ -1,0 +1,120 @@
+"""The launcher's one event loop: readable file descriptors and timers, nothing else.
+
+Everything the launcher waits for arrives here: worker output pipes, the signal wakeup pipe
+(signals and SIGCHLD), the job channel's sockets and the heartbeat socket, plus timers (the
+SIGKILL after the grace period, heartbeats to peers, hang checks, restart back-off). One
+``select`` waits for all of them with a timeout only when a timer is pending, so an idle
+launcher sleeps in the kernel. Callbacks run one at a time in the main thread; there is no
+locking anywhere.
+
+Time comes from an injected :class:`Clock`, which also decides how long a wait may really
+block: :meth:`Clock.block_for` turns "my next deadline is T seconds away" into how long the
+kernel wait may last. The real clock returns T unchanged; a test's virtual clock jumps its own
+time forward by T and returns 0, so a one-hour grace period passes at once while real events
+(output, exits, signals) still arrive through the same ``select``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import selectors
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+
+class Clock:
+    """The real clock: ``time.monotonic`` for deadlines, ``time.time`` for the summary."""
+
+    def now(self) -> float:
+        """Monotonic seconds: what deadlines and durations are measured in."""
+        return time.monotonic()
+
+    def wall(self) -> float:
+        """Seconds since the epoch: what start and end times are reported in."""
+        return time.time()
+
+    def block_for(self, timeout: Optional[float]) -> Optional[float]:
+        """How long the loop may block for a deadline ``timeout`` seconds away (None: none)."""
+        return timeout
+
+
+Callback = Callable[[], None]
+
+
+class Timer:
+    """A pending :meth:`EventLoop.call_at`; :meth:`cancel` makes it never fire."""
+
+    def __init__(self, when: float, callback: Callback) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class EventLoop:
+    """Readers and timers over one selector."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.selector = selectors.DefaultSelector()
+        self._readers: Dict[int, Callback] = {}
+        self._timers: List[Tuple[float, int, Timer]] = []
+        self._order = itertools.count()  # ties fire in the order they were set
+
+    def add_reader(self, fd: int, callback: Callback) -> None:
+        """Call ``callback`` whenever ``fd`` is readable (or at end of file)."""
+        self._readers[fd] = callback
+        self.selector.register(fd, selectors.EVENT_READ, fd)
+
+    def remove_reader(self, fd: int) -> None:
+        if self._readers.pop(fd, None) is not None:
+            self.selector.unregister(fd)
+
+    def call_at(self, when: float, callback: Callback) -> Timer:
+        """Call ``callback`` once the clock reaches ``when`` (monotonic seconds)."""
+        timer = Timer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._order), timer))
+        return timer
+
+    def call_later(self, delay: float, callback: Callback) -> Timer:
+        return self.call_at(self.clock.now() + delay, callback)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def run_until(self, done: Callable[[], bool]) -> None:
+        """Dispatch events and timers until ``done()`` is true (checked after each round)."""
+        while not done():
+            self.run_once()
+
+    def run_once(self) -> None:
+        """Wait for the next event or timer and dispatch what is ready."""
+        timeout = self._next_timeout()
+        for key, _ in self.selector.select(self.clock.block_for(timeout)):
+            callback = self._readers.get(key.data)
+            if callback is not None:  # an earlier callback of this round may have removed it
+                callback()
+        self._fire_due()
+
+    def _next_timeout(self) -> Optional[float]:
+        while self._timers and self._timers[0][2].cancelled:
+            heapq.heappop(self._timers)
+        if not self._timers:
+            return None
+        return max(0.0, self._timers[0][0] - self.clock.now())
+
+    def _fire_due(self) -> None:
+        now = self.clock.now()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, timer = heapq.heappop(self._timers)
+            if not timer.cancelled:
+                timer.cancelled = True  # fired: a cancel() from the callback is harmless
+                timer.callback()
+
+    def close(self) -> None:
+        self.selector.close()
+        self._readers.clear()
+        self._timers.clear()

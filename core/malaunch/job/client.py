@@ -1,0 +1,205 @@
+"""The end of the job channel on nodes 1..N-1: reach node 0, prove the token, report, obey.
+
+Node launchers start in any order and node 0's may come up last, so :meth:`ChannelClient.join`
+retries until ``--wait-timeout``, saying every :data:`PROGRESS_EVERY` seconds what it waits
+for. Once joined, the client and node 0 exchange a heartbeat every fifth of the heartbeat
+timeout; end of file without ``bye``, or silence past the timeout, means node 0 is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from typing import Callable, Optional
+
+from malaunch.errors import PeerError
+from malaunch.events import EventLoop, Timer
+from malaunch.job.protocol import (
+    SEND_TIMEOUT,
+    LineReader,
+    Message,
+    ProtocolError,
+    proof,
+    send,
+)
+from malaunch.job.settings import JobSettings
+from malaunch.log import logger
+
+CONNECT_TIMEOUT = 2.0
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s between attempts
+PROGRESS_EVERY = 10.0
+RECV_CHUNK = 65536
+
+
+class ChannelClient:
+    """A joined connection to node 0's launcher."""
+
+    def __init__(
+        self,
+        loop: EventLoop,
+        settings: JobSettings,
+        on_command: Callable[[Message], None],
+        on_lost: Callable[[str], None],
+    ) -> None:
+        self.loop = loop
+        self.settings = settings
+        self.on_command = on_command
+        self.on_lost = on_lost
+        self.sock: Optional[socket.socket] = None
+        self.reader = LineReader()
+        self.last_seen = 0.0
+        self.lost = False
+        self._beat: Optional[Timer] = None
+
+    def join(self, interrupted: Callable[[], bool]) -> None:
+        """Connect and authenticate, retrying until ``wait_timeout``.
+
+        ``interrupted`` is asked between attempts (a signal to the launcher ends the wait).
+        :raises PeerError: (exit 69) node 0's launcher did not accept us in time.
+        """
+        settings = self.settings
+        where = f"{settings.host}:{settings.port}"
+        started = time.monotonic()
+        deadline = started + settings.wait_timeout
+        next_progress = started + PROGRESS_EVERY
+        last_error = "no answer yet"
+        tries = 0
+        while not interrupted():
+            try:
+                self.sock = self._handshake()
+                break
+            except (OSError, ProtocolError, ValueError) as exc:
+                last_error = str(exc) or type(exc).__name__
+            now = time.monotonic()
+            if now >= deadline:
+                msg = (
+                    f"node 0's launcher at {where} (job channel, --job-port) did not accept "
+                    f"node {settings.node_rank} within {settings.wait_timeout:g}s: {last_error}"
+                )
+                raise PeerError(msg)
+            if now >= next_progress:
+                waited = now - started
+                logger.info(
+                    f"waiting for node 0's launcher at {where}: {waited:.0f}s of "
+                    f"{settings.wait_timeout:g}s ({last_error})"
+                )
+                next_progress = now + PROGRESS_EVERY
+            delay = RETRY_DELAYS[min(tries, len(RETRY_DELAYS) - 1)]
+            tries += 1
+            time.sleep(min(delay, max(0.0, deadline - now)))
+        if self.sock is None:
+            return
+        self.last_seen = self.loop.now()
+        self.loop.add_reader(self.sock.fileno(), self._readable)
+        self._beat = self.loop.call_later(settings.heartbeat_interval, self._heartbeat)
+        logger.debug(f"job channel: node {settings.node_rank} joined node 0 at {where}")
+        self._dispatch(b"")  # commands that came in the same packet as the welcome
+
+    def _handshake(self) -> socket.socket:
+        settings = self.settings
+        sock = socket.create_connection((settings.host, settings.port), timeout=CONNECT_TIMEOUT)
+        try:
+            sock.settimeout(SEND_TIMEOUT)
+            reader = LineReader()
+            challenge = _next_message(sock, reader)
+            nonce = challenge.get("nonce")
+            if challenge.get("t") != "challenge" or not isinstance(nonce, str):
+                msg = f"not a malaunch job channel (got {challenge.get('t')!r})"
+                raise ProtocolError(msg)
+            node = settings.node_rank
+            send(sock, {"t": "hello", "node": node, "proof": proof(settings.token, nonce, node)})
+            try:
+                welcome = _next_message(sock, reader)
+            except ConnectionError as exc:
+                msg = (
+                    "node 0 closed the connection: another job's launcher, or a "
+                    "different --job-secret"
+                )
+                raise ProtocolError(msg) from exc
+            if welcome.get("t") != "welcome":
+                msg = f"expected a welcome, got {welcome.get('t')!r}"
+                raise ProtocolError(msg)
+            self.reader = reader
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    def send(self, message: Message) -> None:
+        if self.sock is None or self.lost:
+            return
+        try:
+            send(self.sock, message)
+        except OSError as exc:
+            self._lose(f"cannot send to node 0: {exc}")
+
+    def _readable(self) -> None:
+        assert self.sock is not None
+        try:
+            data = self.sock.recv(RECV_CHUNK)
+        except OSError as exc:
+            self._lose(f"connection error: {exc}")
+            return
+        if not data:
+            self._lose("node 0's launcher closed the connection")
+            return
+        self.last_seen = self.loop.now()
+        self._dispatch(data)
+
+    def _dispatch(self, data: bytes) -> None:
+        try:
+            for message in self.reader.feed(data):
+                if message["t"] != "ping":
+                    self.on_command(message)
+        except ProtocolError as exc:
+            self._lose(f"protocol violation: {exc}")
+        while self.reader.dropped:
+            why = self.reader.dropped.pop(0)
+            logger.warning(f"job channel: dropped a malformed message from node 0: {why}")
+
+    def _heartbeat(self) -> None:
+        if self.lost or self.sock is None:
+            return
+        silent = self.loop.now() - self.last_seen
+        if silent > self.settings.heartbeat_timeout:
+            self._lose(f"no heartbeat from node 0 for {silent:.1f}s")
+            return
+        self.send({"t": "ping"})
+        self._beat = self.loop.call_later(self.settings.heartbeat_interval, self._heartbeat)
+
+    def _lose(self, reason: str) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        self._close()
+        logger.error(f"job channel: lost node 0's launcher ({reason})")
+        self.on_lost(reason)
+
+    def _close(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+        if self.sock is not None:
+            self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+
+    def close(self) -> None:
+        """Leave: say ``bye`` so that node 0 does not count this as a lost node. Node 0 may
+        have left first (its job is over too): that is no loss."""
+        if self.sock is not None and not self.lost:
+            with contextlib.suppress(OSError):
+                send(self.sock, {"t": "bye"})
+        self.lost = True
+        self._close()
+
+
+def _next_message(sock: socket.socket, reader: LineReader) -> Message:
+    """Block (up to the socket's timeout) for one message during the handshake."""
+    while True:
+        data = sock.recv(RECV_CHUNK)
+        if not data:
+            msg = "connection closed"
+            raise ConnectionError(msg)
+        for message in reader.feed(data):
+            return message

@@ -1,0 +1,110 @@
+"""The job channel's wire format: bounded JSON lines, a shared token, a challenge handshake.
+
+Every message is one JSON object on one line (UTF-8, ``\\n``-terminated) with its type in
+``"t"``. A line longer than :data:`MAX_MESSAGE` is a protocol violation (the connection is
+closed); a line that is not a JSON object is dropped with a warning. Nothing here does I/O
+beyond the socket calls of :class:`LineReader` and :func:`send`.
+
+Authentication: node 0 sends a random nonce; a node proves it knows the job's token by
+answering HMAC-SHA256(token, nonce + node index). The token is derived by every node from
+what the job shares (job id, hosts, rendezvous address, job port, and ``--job-secret`` when
+given), so a launcher of another job, a port scanner or a stray ``nc`` cannot stop this job,
+and the token itself never crosses the wire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE = 64 * 1024  # bytes per line; the largest real message (stack signatures) is ~10 KiB
+SEND_TIMEOUT = 5.0  # a peer that does not take a small message in this time is gone
+
+Message = Dict[str, Any]
+
+
+class ProtocolError(Exception):
+    """The peer broke the protocol badly enough that the connection must close."""
+
+
+def derive_token(
+    job_id: Optional[str],
+    hosts: Sequence[str],
+    master: str,
+    port: int,
+    secret: str = "",
+) -> bytes:
+    """The job's shared key: the same on every node of one job, different for another job."""
+    material = json.dumps(
+        ["malaunch-job", PROTOCOL_VERSION, job_id, list(hosts), master, port, secret],
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(material.encode()).digest()
+
+
+def proof(token: bytes, nonce: str, node: int) -> str:
+    """What node ``node`` answers to ``nonce``."""
+    return hmac.new(token, f"{nonce}:{node}".encode(), hashlib.sha256).hexdigest()
+
+
+def proof_ok(token: bytes, nonce: str, node: int, answer: object) -> bool:
+    return isinstance(answer, str) and hmac.compare_digest(proof(token, nonce, node), answer)
+
+
+def encode(message: Message) -> bytes:
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+    if len(data) > MAX_MESSAGE:
+        msg = f"job channel message {message.get('t')!r} is {len(data)} bytes (max {MAX_MESSAGE})"
+        raise ValueError(msg)
+    return data
+
+
+def send(sock: socket.socket, message: Message) -> None:
+    """Send one message; OSError (timeout included) means the peer is gone."""
+    sock.sendall(encode(message))
+
+
+class LineReader:
+    """Cuts a byte stream into bounded lines and parses each as a message."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.dropped: List[str] = []  # why each malformed line was dropped, for warnings
+
+    def feed(self, data: bytes) -> Iterator[Message]:
+        """Messages complete in ``data`` (plus what was buffered); malformed lines are dropped.
+
+        :raises ProtocolError: a line grew past :data:`MAX_MESSAGE`.
+        """
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\n")
+            if end < 0:
+                if len(self.buffer) > MAX_MESSAGE:
+                    msg = f"a line longer than {MAX_MESSAGE} bytes"
+                    raise ProtocolError(msg)
+                return
+            line, self.buffer = self.buffer[:end], self.buffer[end + 1 :]
+            if len(line) > MAX_MESSAGE:
+                msg = f"a line longer than {MAX_MESSAGE} bytes"
+                raise ProtocolError(msg)
+            message = parse(line)
+            if message is None:
+                self.dropped.append(f"not a JSON object with a type: {line[:60]!r}")
+                continue
+            yield message
+
+
+def parse(line: bytes) -> Optional[Message]:
+    """A message, or None for anything that is not a JSON object with a string ``"t"``."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: deeply nested garbage
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("t"), str):
+        return None
+    return value

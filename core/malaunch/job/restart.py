@@ -1,0 +1,122 @@
+"""When a failed job is started again: ``--max-restarts``, ``--restart-backoff``,
+``--min-uptime``, ``--restart-on``.
+
+A restart is job-wide: every node stops its group and all start the next attempt together
+(the coordinator in :mod:`malaunch.job.coordinator` applies this policy). Pure functions and a
+frozen policy object; randomness (the back-off's jitter) is injected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import signal
+from typing import Callable, FrozenSet, Optional, Set, Tuple
+
+from malaunch.errors import ExitCode, UsageError
+
+DEFAULT_BACKOFF = "1:30"
+# Failures that no restart can mend: the platform stopped this launcher, or a node is gone.
+NEVER_RESTARTED = ("signal", "lost", "absent")
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartPolicy:
+    """``max_restarts`` restarts, ``backoff`` (base, max) seconds, failures after
+    ``min_uptime`` seconds only, exit codes in ``restart_on`` only (None: any)."""
+
+    max_restarts: int = 0
+    backoff: Tuple[float, float] = (1.0, 30.0)
+    min_uptime: float = 0.0
+    restart_on: Optional[FrozenSet[int]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the coordinator does about a failed attempt, and why (for logs and the summary)."""
+
+    restart: bool
+    delay: float
+    reason: str
+
+
+def decide(
+    policy: RestartPolicy,
+    restarts_done: int,
+    *,
+    kind: str,
+    code: Optional[int],
+    uptime: float,
+    uniform: Callable[[float, float], float] = random.uniform,
+) -> Decision:
+    """Restart or give up, for a failure of ``kind`` with exit ``code`` after ``uptime`` s."""
+    if policy.max_restarts == 0:
+        return Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
+    if restarts_done >= policy.max_restarts:
+        return Decision(False, 0.0, f"--max-restarts {policy.max_restarts} used up")
+    if kind in NEVER_RESTARTED:
+        return Decision(False, 0.0, f"a failure of kind {kind!r} is never restarted")
+    if uptime < policy.min_uptime:
+        why = f"failed after {uptime:.1f}s, before --min-uptime {policy.min_uptime:g}s"
+        return Decision(False, 0.0, f"{why}: a start-up crash")
+    if policy.restart_on is not None and code not in policy.restart_on:
+        return Decision(False, 0.0, f"exit code {code} is not in --restart-on")
+    delay = backoff_delay(policy.backoff, restarts_done + 1, uniform)
+    return Decision(True, delay, f"restart {restarts_done + 1} of {policy.max_restarts}")
+
+
+def backoff_delay(
+    backoff: Tuple[float, float], restart: int, uniform: Callable[[float, float], float]
+) -> float:
+    """Exponential back-off with jitter: ``min(max, base * 2**(n-1))``, of which a random
+    half, so that many jobs restarted by one outage do not come back in lock-step."""
+    base, most = backoff
+    if base <= 0:
+        return 0.0
+    full = min(most, base * 2.0 ** min(restart - 1, 60))
+    return full / 2 + uniform(0.0, full / 2)
+
+
+def parse_backoff(text: str) -> Tuple[float, float]:
+    """``--restart-backoff BASE[:MAX]`` in seconds (MAX defaults to 30 times BASE)."""
+    base_text, sep, most_text = text.partition(":")
+    try:
+        base = float(base_text)
+        most = float(most_text) if sep else base * 30
+    except ValueError:
+        base = most = math.nan
+    if not (math.isfinite(base) and math.isfinite(most)) or base < 0 or most < base:
+        msg = f"--restart-backoff {text!r}: expected BASE[:MAX] seconds with 0 <= BASE <= MAX"
+        raise UsageError(msg)
+    return base, most
+
+
+def parse_codes(text: str) -> Optional[FrozenSet[int]]:
+    """``--restart-on``: ``any``, or exit codes, ranges and signal names (``1,70-79,SIGKILL``,
+    a signal N standing for 128+N)."""
+    if text.strip().lower() in ("", "any", "all"):
+        return None
+    codes: Set[int] = set()
+    for item in (part.strip() for part in text.split(",")):
+        codes.update(_codes_of(text, item))
+    return frozenset(codes)
+
+
+def _codes_of(text: str, item: str) -> range:
+    if item.upper().startswith("SIG"):
+        number = getattr(signal, item.upper(), None)
+        if isinstance(number, int):
+            code = ExitCode.for_signal(int(number))
+            return range(code, code + 1)
+    low, sep, high = item.partition("-")
+    if _is_code(low) and (not sep or _is_code(high)):
+        first, last = int(low), int(high if sep else low)
+        if first <= last:
+            return range(first, last + 1)
+    msg = f"--restart-on {text!r}: expected any, or exit codes like 1,70-79,SIGKILL (got {item!r})"
+    raise UsageError(msg)
+
+
+def _is_code(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 3 and int(text) <= 255

@@ -1,0 +1,89 @@
+"""What every node launcher of a job derives alike, without talking to the others first:
+whether there is a job channel, where node 0 serves it, and the token that guards it.
+
+The **job port** is ``--job-port`` when given; else the rendezvous (master) port plus one
+when the topology names one (so nodes agree without coordination, and the pair is easy to
+open in a firewall); else a port in 20000-29999 hashed from what the job shares. Node 0's
+launcher listens on every interface at that port, as rendezvous servers do; the others
+connect to node 0's address, ``nodes[0].host``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Optional
+
+from malaunch.errors import UsageError
+from malaunch.job.protocol import derive_token
+from malaunch.models import Topology
+
+DEFAULT_HEARTBEAT_TIMEOUT = 5.0
+HASHED_PORTS = (20000, 10000)  # first port, how many
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSettings:
+    """The job channel of this node: node 0 serves ``port``; the others dial ``host:port``."""
+
+    node_rank: int
+    nnodes: int
+    host: str
+    port: int
+    token: bytes
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
+    wait_timeout: float = 600.0
+
+    @property
+    def serves(self) -> bool:
+        return self.node_rank == 0
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """How often each side says it is alive: a few beats fit in one timeout."""
+        return max(0.05, self.heartbeat_timeout / 5)
+
+
+def job_port(topology: Topology, requested: Optional[int]) -> int:
+    """``--job-port``, else master port + 1, else a port hashed from the job's identity."""
+    if requested is not None:
+        return requested
+    if topology.master_port is not None:
+        if topology.master_port >= 65535:
+            msg = (
+                f"master port {topology.master_port} leaves no room for the job port "
+                "(master port + 1): give --job-port"
+            )
+            raise UsageError(msg)
+        return topology.master_port + 1
+    identity = json.dumps([topology.job_id, [node.host for node in topology.nodes]])
+    first, count = HASHED_PORTS
+    return first + int(hashlib.sha256(identity.encode()).hexdigest()[:8], 16) % count
+
+
+def job_settings(
+    topology: Topology,
+    *,
+    requested_port: Optional[int],
+    secret: str,
+    heartbeat_timeout: float,
+    wait_timeout: float,
+    enabled: bool = True,
+) -> Optional[JobSettings]:
+    """The channel settings, or None when this job needs none (one node, or switched off, or
+    a platform whose pods cannot reach each other)."""
+    if not enabled or topology.nnodes < 2 or not topology.peers_reachable:
+        return None
+    port = job_port(topology, requested_port)
+    hosts = [node.host for node in topology.nodes]
+    token = derive_token(topology.job_id, hosts, topology.master_addr, port, secret)
+    return JobSettings(
+        node_rank=topology.node_rank,
+        nnodes=topology.nnodes,
+        host=topology.nodes[0].host,
+        port=port,
+        token=token,
+        heartbeat_timeout=heartbeat_timeout,
+        wait_timeout=wait_timeout,
+    )

@@ -1,0 +1,281 @@
+"""One attempt on this node: what its exits mean, what the node tells the job, and what it
+does when the job says so.
+
+Local rules (torch ``PContext``, SPEC §6): the first process, worker or service, that exits
+non-zero or dies of a signal is this node's failure: every other process group gets SIGTERM
+at once (SIGKILL after the grace period) and the job is told. A service that exits 0 on its
+own is simply done (a MindSpore scheduler does so once every worker has unregistered). When
+every local worker has succeeded the job is told ``done``; services keep running until the
+job says ``finish`` (their workers may be on other nodes). A terminating launcher signal is
+forwarded to every group, and a second one sends SIGKILL at once.
+
+Job commands: ``stop`` (another node failed, or a restart), ``finish``, ``capture`` (print
+your ranks' stacks, see :mod:`malaunch.supervisor.capture`).
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any, Callable, Dict, List, Optional
+
+from malaunch.errors import ExitCode, LaunchError
+from malaunch.events import EventLoop, Timer
+from malaunch.hang.watch import HangSettings, HangWatch, Watched
+from malaunch.job.protocol import Message
+from malaunch.log import logger
+from malaunch.supervisor.capture import StackCapture
+from malaunch.supervisor.group import Group
+from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended, signal_name
+from malaunch.supervisor.output import describe
+from malaunch.supervisor.spawn import Child
+
+Report = Callable[[Message], None]
+
+
+class Attempt:
+    """The policy over one attempt's :class:`Group`."""
+
+    def __init__(
+        self,
+        loop: EventLoop,
+        group: Group,
+        *,
+        node: int,
+        number: int,
+        report: Report,
+        log_dir: str,
+        hang: Optional[HangSettings] = None,
+        fail_fast: bool = True,
+        straggler_timeout: Optional[float] = None,
+    ) -> None:
+        self.loop = loop
+        self.group = group
+        self.node = node
+        self.number = number
+        self.report_to_job = report
+        self.log_dir = log_dir
+        self.fail_fast = fail_fast
+        self.straggler_timeout = straggler_timeout
+        self.outcome = Outcome(group.children, node=node, attempt=number)
+        self.stopping = False
+        self.done_reported = False
+        self.failure_reported = False
+        self.ended_reported = False
+        self.launcher_signals = 0
+        self.safety_timer: Optional[Timer] = None
+        self.capture: Optional[StackCapture] = None
+        self.watch: Optional[HangWatch] = None
+        group.on_exit = self._on_exit
+        if hang is not None:
+            self.watch = HangWatch(loop, hang, group.children, self._on_hang)
+        self.hang_settings = hang
+
+    # -- what the node's loop asks ----------------------------------------------------------
+
+    def over(self) -> bool:
+        """The group is down and the job has said what it makes of this attempt."""
+        return self.group.finished() and self.outcome.verdict is not None
+
+    def tick(self) -> None:
+        """After each round of events: report ``ended`` once the group is down after a stop."""
+        if self.group.finished() and self.stopping and not self.ended_reported:
+            self.ended_reported = True
+            self._report({"t": "ended"})
+
+    def abort(self, error: LaunchError) -> None:
+        """A process of the plan could not be started: stop those that were, fail the job."""
+        self.outcome.launch_error = error
+        self.stopping = True
+        self.group.stop(signal.SIGTERM)
+        code = int(error.exit_code)
+        self._fail({"kind": "launch", "rank": None, "role": None, "code": code, "signal": None})
+
+    # -- local events ---------------------------------------------------------------------
+
+    def _on_exit(self, child: Child) -> None:
+        returncode = child.returncode
+        assert returncode is not None
+        if self.stopping or self.capture is not None:
+            return  # expected: the job stops, or faulthandler was asked for the stacks
+        if not self.fail_fast and not child.spec.service:
+            # simulate: the node launchers stop themselves; this only catches those that don't
+            self._arm_safety_net()
+        if returncode != 0:
+            self._local_failure(child, returncode)
+        elif not any(c.running for c in self.group.children if not c.spec.service):
+            self.workers_ended()
+
+    def _local_failure(self, child: Child, returncode: int) -> None:
+        if not self.fail_fast:
+            self._independent_failure(child, returncode)
+            return
+        if self.outcome.first_failure is not None:
+            return
+        self.outcome.first_failure = child
+        others = len(self.group.running())
+        stopping = f"; stopping {others} other processes" if others else ""
+        logger.error(
+            f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}{stopping}"
+        )
+        self.stopping = True
+        self.group.stop(signal.SIGTERM)
+        self._fail(failure_of(child))
+
+    def _independent_failure(self, child: Child, returncode: int) -> None:
+        """simulate's node launchers: nobody is stopped; the first failure of a node's own
+        wins over one that only says another node failed (exit 75)."""
+        logger.error(f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}")
+        first = self.outcome.first_failure
+        if first is None or (
+            first.returncode == ExitCode.PEER_FAILED and returncode != ExitCode.PEER_FAILED
+        ):
+            self.outcome.first_failure = child
+        self.workers_ended()
+
+    def workers_ended(self) -> None:
+        """Every local worker has exited: report the first failure, or that all succeeded."""
+        if any(c.running for c in self.group.children if not c.spec.service):
+            return
+        failure = self.outcome.first_failure
+        if failure is not None:
+            self._fail(failure_of(failure))
+        elif not self.done_reported:
+            self.done_reported = True
+            self._report({"t": "done"})
+
+    def on_launcher_signal(self, signum: int) -> None:
+        self.launcher_signals += 1
+        running = len(self.group.running())
+        if self.launcher_signals > 1:
+            logger.warning(f"second signal ({signal_name(signum)}): killing {running} processes")
+            self.group.kill()
+            return
+        if self.outcome.first_failure is None:
+            self.outcome.launcher_signal = signum
+        logger.warning(f"received {signal_name(signum)}: stopping {running} processes")
+        self.stopping = True
+        self.group.stop(signum)
+        code = ExitCode.for_signal(signum)
+        self._fail(
+            {
+                "kind": "signal",
+                "rank": None,
+                "role": None,
+                "code": code,
+                "signal": signal_name(signum),
+            }
+        )
+
+    def _on_hang(self, child: Watched, seconds: float) -> None:
+        assert isinstance(child, Child)
+        if self.stopping:
+            return
+        record: Dict[str, Any] = {
+            "rank": child.spec.rank,
+            "role": child.spec.role,
+            "seconds_silent": round(seconds, 2),
+        }
+        self.outcome.hang_detected = record
+        logger.error(
+            f"{describe(child.spec)} (pid {child.pid}) has been silent for {seconds:.1f}s "
+            f"(--hang-timeout): capturing the stacks of every rank"
+        )
+        self._report({"t": "hang", "hang": record})
+
+    # -- the job's commands ---------------------------------------------------------------
+
+    def on_command(self, message: Message) -> None:
+        kind = message.get("t")
+        if kind == "capture":
+            self._capture(message)
+        elif kind in ("stop", "finish"):
+            self.outcome.verdict = message
+            if self.watch is not None:
+                self.watch.stop()
+            self._obey(message)
+
+    def _obey(self, message: Message) -> None:
+        if kind_is(message, "finish"):
+            services = len(self.group.running())
+            if services and not self.stopping:
+                logger.info(
+                    f"every worker of the job succeeded; stopping {services} service processes"
+                )
+        elif not self.stopping:
+            failure = message.get("failure") or {}
+            running = len(self.group.running())
+            what = "restarting the job" if message.get("final") is False else "stopping"
+            logger.warning(f"{describe_failure(failure)}: {what} ({running} local processes)")
+        if not self.stopping or kind_is(message, "finish"):
+            self.stopping = True
+            self.group.stop(signal.SIGTERM)
+
+    def _capture(self, message: Message) -> None:
+        if self.capture is not None:
+            return
+        method = self.hang_settings.stacks if self.hang_settings is not None else "auto"
+        self.capture = StackCapture(
+            self.loop,
+            self.group,
+            node=self.node,
+            attempt=self.number,
+            log_dir=self.log_dir,
+            method=method,
+            on_ready=self._stacks_ready,
+        )
+        self.capture.start()
+
+    def _stacks_ready(self, entries: List[Dict[str, Any]]) -> None:
+        self._report({"t": "stacks", "ranks": entries})
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _fail(self, failure: Dict[str, Any]) -> None:
+        if self.failure_reported:
+            return
+        self.failure_reported = True
+        self._report({"t": "failed", "failure": {**failure, "node": self.node}})
+
+    def _report(self, message: Message) -> None:
+        self.report_to_job({**message, "attempt": self.number})
+
+    def _arm_safety_net(self) -> None:
+        if self.straggler_timeout is None or self.safety_timer is not None:
+            return
+        self.safety_timer = self.loop.call_later(self.straggler_timeout, self._safety_net)
+
+    def _safety_net(self) -> None:
+        running = self.group.running()
+        if not running:
+            return
+        names = ", ".join(describe(child.spec) for child in running)
+        logger.error(
+            f"{names} did not stop by themselves within {self.straggler_timeout:g}s of the "
+            "first failure; stopping them (a malaunch bug: please report it)"
+        )
+        self.outcome.safety_net = True
+        self.group.stop(signal.SIGTERM)
+
+
+def kind_is(message: Message, kind: str) -> bool:
+    return message.get("t") == kind
+
+
+def describe_failure(failure: Dict[str, Any]) -> str:
+    """``node 1 rank 3 exited with code 7`` and friends, for logs."""
+    node, kind = failure.get("node"), failure.get("kind")
+    where = f"node {node}"
+    if failure.get("rank") is not None:
+        role = failure.get("role")
+        where += f" {'rank' if role in (None, 'worker') else role} {failure.get('rank')}"
+    ending = f"exited with code {failure.get('code')}"
+    if failure.get("signal") and kind == "exit":
+        ending = f"was killed by {failure.get('signal')}"
+    phrases = {
+        "lost": f"node {node}'s launcher was lost",
+        "absent": f"nodes {failure.get('nodes')} never joined the job",
+        "hang": f"{where} hung (--hang-timeout)",
+        "signal": f"{where}'s launcher received {failure.get('signal')}",
+        "launch": f"{where} could not start a process",
+    }
+    return phrases.get(str(kind), f"{where} {ending}")

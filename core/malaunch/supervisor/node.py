@@ -1,0 +1,339 @@
+"""This node's part of the job, from the first attempt to the last: one event loop for the
+signals, the job channel, the heartbeats and each attempt's processes.
+
+The job's decisions are the :class:`~malaunch.job.coordinator.Coordinator`'s. On a one-node
+job and on node 0 it runs here, and its commands reach this node on the next loop round (never
+re-entrantly); node 0 also serves the job channel. Other nodes join node 0 first and then do
+what it says. Either way this module only starts attempts when told ``start``, hands local
+events to the :class:`~malaunch.supervisor.attempt.Attempt`, and ends when an attempt is over
+with a final verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Callable, Dict, List, Optional, Tuple
+
+from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
+from malaunch.events import EventLoop
+from malaunch.hang.heartbeat import HeartbeatSocket
+from malaunch.job.client import ChannelClient
+from malaunch.job.coordinator import Coordinator
+from malaunch.job.protocol import Message
+from malaunch.job.server import ChannelServer
+from malaunch.log import logger
+from malaunch.models import LaunchPlan
+from malaunch.net import free_port
+from malaunch.supervisor.attempt import Attempt, describe_failure
+from malaunch.supervisor.group import Group
+from malaunch.supervisor.options import SuperviseOptions
+from malaunch.supervisor.outcome import Outcome
+from malaunch.supervisor.output import ConsoleWriter, LineRelay, RankSelection, console_prefix
+from malaunch.supervisor.reaper import Reaper
+from malaunch.supervisor.signals import TERMINATING, SignalWakeup
+from malaunch.supervisor.spawn import Child, make_child_setup, spawn
+
+Replan = Callable[[int, Optional[int]], LaunchPlan]
+PROGRESS_EVERY = 10.0
+
+
+class NodeRun:
+    """Runs this node's attempts until the job's final verdict; :meth:`run` returns them."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        options: SuperviseOptions,
+        replan: Optional[Replan],
+        *,
+        wakeup: SignalWakeup,
+        reaper: Reaper,
+        selection: RankSelection,
+        console: ConsoleWriter,
+    ) -> None:
+        self.plan = plan
+        self.options = options
+        self.replan = replan
+        self.wakeup = wakeup
+        self.reaper = reaper
+        self.selection = selection
+        self.console = console
+        self.loop = EventLoop(options.clock)
+        self.node = plan.topology.node_rank if options.job is not None else 0
+        self.attempt: Optional[Attempt] = None
+        self.outcomes: List[Outcome] = []
+        self.error: Optional[MalaunchError] = None
+        self.finished = False
+        self.pending_signals: List[int] = []
+        self.coordinator: Optional[Coordinator] = None
+        self.server: Optional[ChannelServer] = None
+        self.client: Optional[ChannelClient] = None
+        self.heartbeat: Optional[HeartbeatSocket] = None
+        self.started = self.loop.now()
+
+    # -- the whole run --------------------------------------------------------------------
+
+    def run(self) -> List[Outcome]:
+        self.loop.add_reader(self.wakeup.read_fd, self._on_signals)
+        try:
+            if self.options.hang is not None:
+                self.heartbeat = HeartbeatSocket(self.loop, self._on_beat)
+            self._connect()
+            self.loop.run_until(self._step)
+        finally:
+            self._close()
+        if self.error is not None:
+            raise self.error
+        return self.outcomes
+
+    def _connect(self) -> None:
+        settings = self.options.job
+        if settings is not None and not settings.serves:
+            self.client = ChannelClient(self.loop, settings, self._on_command, self._on_lost)
+            self.client.join(self._interrupted)
+            if self.pending_signals:
+                self._signalled_between_attempts(self.pending_signals[0])
+            return
+        nnodes = 1 if settings is None else settings.nnodes
+        self.coordinator = Coordinator(
+            nnodes,
+            self.options.restart,
+            transport=self,
+            scheduler=self.loop,
+            restart_overrides=self._restart_overrides,
+        )
+        if settings is not None:
+            self.server = ChannelServer(
+                self.loop,
+                settings,
+                on_join=self.coordinator.join,
+                on_report=self.coordinator.report,
+                on_lost=self.coordinator.lost,
+            )
+            self.loop.call_later(settings.wait_timeout, self.coordinator.join_timed_out)
+            self.loop.call_later(PROGRESS_EVERY, self._join_progress)
+        self.coordinator.join(0)
+
+    def _step(self) -> bool:
+        """After each round of events: move the attempt along; True once the run is over."""
+        attempt = self.attempt
+        if attempt is not None:
+            if attempt.capture is not None:
+                attempt.capture.poll()
+            attempt.tick()
+            if attempt.over():
+                attempt.group.close()
+                self.outcomes.append(attempt.outcome)
+                self.attempt = None
+                verdict = attempt.outcome.verdict or {}
+                if verdict.get("t") == "finish" or verdict.get("final", True):
+                    self.finished = True
+        return self.finished
+
+    # -- the job's commands ---------------------------------------------------------------
+
+    def broadcast(self, message: Message) -> None:
+        """The coordinator's commands: to the other nodes now, to this node next round."""
+        if self.server is not None:
+            self.server.broadcast(message)
+        self.loop.call_later(0, lambda: self._on_command(message))
+
+    def _report(self, message: Message) -> None:
+        if self.client is not None:
+            self.client.send(message)
+        elif self.coordinator is not None:
+            coordinator = self.coordinator
+            self.loop.call_later(0, lambda: coordinator.report(self.node, message))
+
+    def _on_command(self, message: Message) -> None:
+        kind = message.get("t")
+        if kind == "start":
+            self._start(message)
+        elif self.attempt is not None:
+            self.attempt.on_command(message)
+        elif kind == "stop" and (message.get("final", True) or self.finished):
+            self._stopped_between_attempts(message)
+
+    def _on_lost(self, reason: str) -> None:
+        """Node 0's launcher is gone: this node stops as if node 0 had failed."""
+        if self.finished:
+            return
+        stop = {
+            "t": "stop",
+            "final": True,
+            "failure": {"kind": "lost", "node": 0, "rank": None, "code": None, "reason": reason},
+        }
+        if self.attempt is not None:
+            self.attempt.on_command({**stop, "attempt": self.attempt.number})
+        else:
+            self._stopped_between_attempts(stop)
+
+    def _stopped_between_attempts(self, message: Message) -> None:
+        failure = message.get("failure") or {}
+        if failure.get("kind") == "absent":
+            self.error = PeerError(
+                f"node launchers {failure.get('nodes')} never joined the job channel within "
+                f"--wait-timeout (is malaunch started on every node, with the same --job-port?)"
+            )
+        else:
+            logger.warning(f"{describe_failure(failure)}: stopping")
+            self.outcomes.append(Outcome([], node=self.node, verdict=message))
+        self.finished = True
+
+    def _restart_overrides(self, attempt: int) -> Dict[str, object]:
+        """A fresh rendezvous port for the next attempt, when this node hosts the rendezvous:
+        a straggler of the last attempt can then never meet the new one."""
+        topology = self.plan.topology
+        if topology.master_port is None or topology.master_addr != topology.nodes[0].host:
+            return {}
+        del attempt
+        return {"master_port": free_port("0.0.0.0")}
+
+    # -- attempts -------------------------------------------------------------------------
+
+    def _start(self, message: Message) -> None:
+        number = message.get("attempt")
+        if not isinstance(number, int) or self.attempt is not None or self.finished:
+            return
+        port = message.get("master_port")
+        plan = self.plan
+        if number > 0:
+            logger.warning(f"starting attempt {number} of the job")
+            if self.replan is not None:
+                plan = self.replan(number, port if isinstance(port, int) else None)
+        children, error = self._spawn(plan, number)
+        group = Group(
+            self.loop, children, self.reaper, self.options.grace_period, lambda child: None
+        )
+        self.attempt = Attempt(
+            self.loop,
+            group,
+            node=self.node,
+            number=number,
+            report=self._report,
+            log_dir=self.options.log_dir,
+            hang=self.options.hang,
+            fail_fast=self.options.fail_fast,
+            straggler_timeout=self.options.straggler_timeout,
+        )
+        if error is not None:
+            self.attempt.abort(error)
+        elif not any(not child.spec.service for child in children):
+            self.attempt.workers_ended()  # a ps-only node: its workers are elsewhere
+        logger.debug(f"started {len(children)} processes (attempt {number})")
+        group.reap()  # exits that happened while signals were blocked
+
+    def _spawn(self, plan: LaunchPlan, number: int) -> Tuple[List[Child], Optional[LaunchError]]:
+        children: List[Child] = []
+        environ = dict(os.environ if self.options.environ is None else self.options.environ)
+        extra = self._extra_env()
+        with self.wakeup.blocked() as mask:
+            setup = make_child_setup(os.getpid(), self.wakeup.handled, mask)
+            for spec in plan.processes:
+                relay = (
+                    LineRelay(console_prefix(spec), self.console)
+                    if self.selection.selects(spec)
+                    else None
+                )
+                try:
+                    child = spawn(
+                        spec,
+                        environ=environ,
+                        attempt=number,
+                        setup=setup,
+                        relay=relay,
+                        clock=self.options.clock,
+                        extra_env=extra,
+                    )
+                except LaunchError as exc:
+                    return children, exc
+                self.reaper.watch(child.pid)
+                children.append(child)
+        return children, None
+
+    def _extra_env(self) -> Dict[str, str]:
+        hang = self.options.hang
+        if hang is None or self.heartbeat is None:
+            return {}
+        # faulthandler is the stack fallback when py-spy cannot read a rank (hang.stacks)
+        return {**self.heartbeat.env(hang.beat_interval), "PYTHONFAULTHANDLER": "1"}
+
+    # -- signals and heartbeats -----------------------------------------------------------
+
+    def _on_signals(self) -> None:
+        child_exited = False
+        for signum in self.wakeup.read():
+            if signum == signal.SIGCHLD:
+                child_exited = True
+            elif signum in TERMINATING:
+                if self.attempt is not None:
+                    self.attempt.on_launcher_signal(signum)
+                else:
+                    self._signalled_between_attempts(signum)
+            elif self.attempt is not None:
+                logger.info(f"forwarding {signal.Signals(signum).name} to every process group")
+                self.attempt.group.signal_running(signum)
+        if child_exited and self.attempt is not None:
+            self.attempt.group.reap()
+
+    def _signalled_between_attempts(self, signum: int) -> None:
+        logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
+        code = ExitCode.for_signal(signum)
+        failure = {
+            "kind": "signal",
+            "rank": None,
+            "code": code,
+            "signal": signal.Signals(signum).name,
+        }
+        number = self.coordinator.attempt if self.coordinator is not None else -1
+        self._report({"t": "failed", "attempt": number, "failure": {**failure, "node": self.node}})
+        self.outcomes.append(
+            Outcome([], node=self.node, launcher_signal=signum, verdict={"t": "stop"})
+        )
+        self.finished = True
+
+    def _interrupted(self) -> bool:
+        """While joining node 0: has a terminating signal come in? (Others are kept.)"""
+        for signum in self.wakeup.read():
+            if signum in TERMINATING:
+                self.pending_signals.append(signum)
+        return bool(self.pending_signals)
+
+    def _on_beat(self, text: str) -> None:
+        attempt = self.attempt
+        if attempt is None:
+            return
+        children = [c for c in attempt.group.children if c.running and not c.spec.service]
+        chosen = [c for c in children if str(c.spec.rank) == text] or (
+            children if len(children) == 1 else []
+        )
+        now = self.loop.now()
+        for child in chosen:
+            child.last_activity = now
+            child.heard_from = True
+
+    def _join_progress(self) -> None:
+        coordinator = self.coordinator
+        settings = self.options.job
+        if coordinator is None or settings is None or coordinator.phase != "joining":
+            return
+        missing = ", ".join(str(node) for node in coordinator.missing())
+        waited = self.loop.now() - self.started
+        logger.info(
+            f"waiting for node launchers {missing} to join the job channel on port "
+            f"{settings.port}: {waited:.0f}s of {settings.wait_timeout:g}s"
+        )
+        self.loop.call_later(PROGRESS_EVERY, self._join_progress)
+
+    def _close(self) -> None:
+        if self.attempt is not None:
+            self.attempt.group.kill()
+            self.attempt.group.close()
+        if self.client is not None:
+            self.client.close()
+        if self.server is not None:
+            self.server.close()
+        if self.heartbeat is not None:
+            self.heartbeat.close()
+        self.loop.close()

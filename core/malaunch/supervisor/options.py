@@ -1,0 +1,41 @@
+"""How to run a plan: the options of :func:`malaunch.supervisor.supervise.supervise`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional, Tuple
+
+from malaunch.events import Clock
+from malaunch.hang.watch import HangSettings
+from malaunch.job.restart import RestartPolicy
+from malaunch.job.settings import JobSettings
+from malaunch.supervisor.output import ConsoleWriter
+
+
+@dataclasses.dataclass(frozen=True)
+class SuperviseOptions:
+    """How to run a plan. The last fields exist for tests, embedding and ``simulate``.
+
+    ``job``: the job channel of a multi-node job (None: this node is the whole job);
+    ``restart``: the job-wide restart policy; ``hang``: hang detection (None: off).
+    ``console`` receives whole-line blocks of prefixed output (default: stdout); ``environ`` is
+    the environment the plan's ``env`` is laid over (default: the launcher's own); ``clock``
+    times the run and its deadlines (tests inject a virtual one); ``reaper`` starts the
+    watchdog process. ``fail_fast=False`` lets the other processes run on after a failure
+    (``simulate``'s node launchers stop themselves), with ``straggler_timeout`` as the safety
+    net for those that do not.
+    """
+
+    log_dir: str
+    console_ranks: str = "all"
+    grace_period: float = 5.0
+    restart: RestartPolicy = dataclasses.field(default_factory=RestartPolicy)
+    forward_signals: Tuple[int, ...] = ()
+    job: Optional[JobSettings] = None
+    hang: Optional[HangSettings] = None
+    console: Optional[ConsoleWriter] = None
+    environ: Optional[Mapping[str, str]] = None
+    clock: Clock = dataclasses.field(default_factory=Clock)
+    reaper: bool = True
+    fail_fast: bool = True
+    straggler_timeout: Optional[float] = None
