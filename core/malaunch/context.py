@@ -27,14 +27,15 @@ Data paths come from ``MALAUNCH_CONTEXT`` or else straight from ``DATASET_MAP``,
 ``CACHED_DATASET``, ``RESULT`` and ``MODEL``. A malformed ``MALAUNCH_CONTEXT`` (or fallback
 variable) raises ``ValueError`` naming the variable.
 
-This module imports only the standard library (no pydantic, click or the rest of malaunch),
-so importing it costs a training script almost nothing.
+This module imports only the standard library (no pydantic, click or the rest of malaunch):
+importing it, and calling :func:`heartbeat` (for ``--hang-timeout``), cost almost nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 # ``typing`` is only needed by type checkers: importing it would double this module's import
 # time on Python 3.9 (mypy treats any name TYPE_CHECKING as true).
@@ -349,6 +350,42 @@ def from_environ(env: Mapping[str, str]) -> Context:
 def current() -> Context:
     """The context of this process, read from ``os.environ`` now."""
     return from_environ(os.environ)
+
+
+_beat: Dict[str, Any] = {"pid": -1, "sock": None, "address": "", "payload": b"", "interval": 0}
+
+
+def heartbeat() -> None:
+    """Tell the launcher this rank is alive (``--hang-timeout``); cheap enough for every step.
+    At most one call per ``MALAUNCH_HEARTBEAT_INTERVAL`` s sends a datagram; outside malaunch
+    or without ``--hang-timeout`` it does nothing, and it never raises."""
+    beat, now = _beat, time.monotonic()
+    if beat["pid"] != os.getpid():  # first call, or a forked child: set up its own socket
+        _set_up_beat(beat, now)
+    if beat["sock"] is not None and now - beat["last"] >= beat["interval"]:
+        beat["last"] = now
+        try:  # noqa: SIM105 (contextlib.suppress would cost an import in every rank)
+            beat["sock"].sendto(beat["payload"], beat["address"])
+        except OSError:
+            pass  # a launcher that is gone is not the training script's problem
+
+
+def _set_up_beat(beat: Dict[str, Any], now: float) -> None:
+    beat.update(pid=os.getpid(), sock=None)
+    raw = os.environ.get("MALAUNCH_HEARTBEAT", "")
+    try:
+        interval = max(0.0, float(os.environ.get("MALAUNCH_HEARTBEAT_INTERVAL", "1")))
+        rank = current().rank if raw else None
+    except ValueError:
+        return
+    if raw:
+        import socket  # noqa: PLC0415 (start-up cost: only ranks of a watched job need it)
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        address = "\0" + raw[1:] if raw.startswith("@") else raw  # "@": abstract namespace
+        beat.update(sock=sock, address=address, interval=interval, last=now - interval)
+        beat["payload"] = str("" if rank is None else rank).encode()
 
 
 def __getattr__(name: str) -> Any:

@@ -7,12 +7,14 @@ these tests fail, they do not skip.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
 from typing import Any, List, Sequence
 
 import pytest
+from launchers import Launchers, printed_nodes
 
 from malaunch.testing import read_summary, run_cli, wait_gone
 
@@ -85,3 +87,36 @@ def test_a_rank_crashing_on_node_1_stops_the_whole_job_with_its_code(tmp_path: P
     workers = [int(path.read_text()) for path in pid_dir.glob("rank*.pid")]
     assert len(workers) == 4
     assert_all_gone(workers + [p["pid"] for p in outer["processes"]])
+
+
+def test_hang_in_a_real_gloo_job_is_found_and_rank_1_named(tmp_path: Path) -> None:
+    """SPEC §9 / issue (b): 2 x 2 ranks, rank 1 stalls inside stall_in_data_loading, the
+    others wait in all_reduce. Node launchers started one by one, as on a cluster."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [
+        "--nodes", "2", "--nproc-per-node", "2", "--platform", "volcano",
+        "--framework", "torch_ddp", "--log-dir", str(tmp_path / "logs"),
+        "--platform-dir", str(tmp_path / "platform"), "--console-ranks", "none",
+        "--hang-timeout", "3", "--hang-startup-timeout", "180",
+        "--", sys.executable, str(REPO / "tests" / "workers" / "torch_hang.py"), str(out),
+    ]  # fmt: skip
+    with Launchers(printed_nodes(args, cwd=tmp_path), tmp_path, tmp_path / "launchers") as nodes:
+        nodes.start_all()
+        codes = nodes.wait(timeout=240)
+        output = nodes.output()
+    assert codes == {0: 124, 1: 75}, output
+    report = json.loads((tmp_path / "logs" / "node-0" / "malaunch-summary.json").read_text())
+    hang = report["hang"]
+    assert (hang["node"], hang["rank"], hang["culprits"]) == (0, 1, [1])
+    stacks = {
+        rank: (
+            tmp_path / "logs" / f"node-{rank // 2}" / "stacks" / "attempt-0" / f"rank-{rank}.txt"
+        )
+        for rank in range(4)
+    }
+    assert "stall_in_data_loading" in stacks[1].read_text()
+    for rank in (0, 2, 3):
+        text = stacks[rank].read_text()
+        assert "all_reduce" in text and "stall_in_data_loading" not in text
+    assert_all_gone([int(p.read_text()) for p in out.glob("*.pid")])

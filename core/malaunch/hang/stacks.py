@@ -30,9 +30,12 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.log import logger
+
 PY_SPY_TIMEOUT = 10.0
 LOG_TAIL = 256 * 1024  # faulthandler's dump is near the end of the log
-_PY_SPY_THREAD = re.compile(r'^Thread (\S+) \([^)]*\): "(?P<name>[^"]*)"')
+# ``Thread 123 (idle): "MainThread"``, or without the name when py-spy cannot read it
+_PY_SPY_THREAD = re.compile(r'^Thread (\S+) \([^)]*\)(: "(?P<name>[^"]*)")?')
 _PY_SPY_FRAME = re.compile(r"^\s+(?P<func>.+?) \((?P<file>[^():]+):(?P<line>\d+)\)$")
 _FH_THREAD = re.compile(
     r"^(?P<current>Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):"
@@ -80,6 +83,9 @@ def py_spy_dumps(py_spy: str, pids: Sequence[int]) -> Dict[int, Stack]:
         frames = parse_py_spy(text)
         if proc.returncode == 0 and frames:
             found[pid] = Stack(tuple(frames), text, "py-spy")
+        else:
+            why = text.strip().splitlines()[-1] if text.strip() else f"exit {proc.returncode}"
+            logger.warning(f"py-spy could not read pid {pid} (exit {proc.returncode}): {why}")
     return found
 
 
@@ -89,7 +95,7 @@ def parse_py_spy(text: str) -> List[str]:
     for line in text.splitlines():
         header = _PY_SPY_THREAD.match(line)
         if header:
-            threads.append((header["name"], []))
+            threads.append((header["name"] or "", []))
             continue
         frame = _PY_SPY_FRAME.match(line)
         if frame and threads:

@@ -5,7 +5,8 @@ before its first sign of life (imports, rendezvous) the start-up timeout applies
 Services (parameter servers, schedulers) are quiet by design and are never watched. The
 supervisor marks activity on the child as output is read and heartbeats arrive; this module
 only keeps one timer, set for the earliest moment any worker could be hung, and looks again
-when it fires. Detection comes at the timeout itself, not on a polling tick.
+when it fires. Detection comes at the timeout itself, not on a polling tick (ranks still
+starting up are looked at once per timeout, in case they have spoken since).
 """
 
 from __future__ import annotations
@@ -68,7 +69,16 @@ class HangWatch:
         return self.settings.timeout if child.heard_from else self.settings.startup_timeout
 
     def _schedule(self) -> None:
-        deadlines = [c.last_activity + self._limit(c) for c in self.children if c.running]
+        # A rank still in its start-up phase may speak at any moment and then be held to the
+        # shorter timeout, which nobody tells this watch: so look again at least once a timeout.
+        now = self.loop.now()
+        deadlines = [
+            c.last_activity + self._limit(c)
+            if c.heard_from
+            else min(c.last_activity + self._limit(c), now + self.settings.timeout)
+            for c in self.children
+            if c.running
+        ]
         if deadlines and not self.stopped:
             self.timer = self.loop.call_at(min(deadlines), self._check)
 

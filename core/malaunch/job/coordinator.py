@@ -129,8 +129,9 @@ class Coordinator:
         self.done.add(node)
         if self.phase == "running" and len(self.done) == self.nnodes:
             self.phase = "over"
-            self.records[-1].decision = "every worker of the job succeeded"
-            self.transport.broadcast({"t": "finish", "attempt": self.attempt})
+            decision = "every worker of the job succeeded"
+            self.records[-1].decision = decision
+            self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
 
     def _failed(self, failure: Dict[str, Any]) -> None:
         if self.phase not in ("running", "capturing") or self.failure is not None:
@@ -205,7 +206,7 @@ class Coordinator:
     def _stacks(self, node: int, ranks: List[Any]) -> None:
         if self.phase != "capturing":
             return
-        self.stacks[node] = [entry for entry in ranks if isinstance(entry, dict)]
+        self.stacks[node] = [{**entry, "node": node} for entry in ranks if isinstance(entry, dict)]
         if len(self.stacks) == self.nnodes:
             self._captured(self.attempt)
 
@@ -214,7 +215,18 @@ class Coordinator:
             return
         entries = [entry for node_entries in self.stacks.values() for entry in node_entries]
         verdict = odd_ones(entries)
-        hang = {**self.hang, **verdict, "nodes_reporting": sorted(self.stacks)}
+        hung = [
+            e
+            for e in entries
+            if (e.get("node"), e.get("rank")) == (self.hang.get("node"), self.hang.get("rank"))
+        ]
+        stack_file = hung[0].get("file") if hung else None
+        hang = {
+            **self.hang,
+            **verdict,
+            "stack_file": stack_file,
+            "nodes_reporting": sorted(self.stacks),
+        }
         failure = {
             "kind": "hang",
             "node": hang.get("node"),

@@ -189,6 +189,8 @@ class Attempt:
         if kind == "capture":
             self._capture(message)
         elif kind in ("stop", "finish"):
+            if self.outcome.verdict is not None:
+                return  # the first verdict stands (node 0 leaving after it is no news)
             self.outcome.verdict = message
             if self.watch is not None:
                 self.watch.stop()

@@ -1,0 +1,235 @@
+"""The job across nodes (SPEC §9), with node launchers started independently.
+
+Each test asks ``malaunch simulate --print-env`` for every node's environment and complete
+launcher command, then starts those commands one by one with no simulate parent, exactly as
+a cluster would, over real sockets on loopback. The workers are ``tests/workers/
+job_worker.py``; every pid they record is checked to be gone at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import pytest
+from launchers import Launchers, NodeCommand, option, printed_nodes, recorded_pids
+
+from malaunch.testing import wait_gone
+
+WORKER = Path(__file__).parents[1] / "workers" / "job_worker.py"
+
+
+def nodes_of(
+    tmp_path: Path,
+    nodes: int,
+    worker: Sequence[str] = (),
+    launcher: Sequence[str] = (),
+    platform: Sequence[str] = ("--platform", "volcano", "--framework", "torch_ddp"),
+) -> List[NodeCommand]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    args = [
+        "--nodes", str(nodes), "--nproc-per-node", "2", *platform,
+        "--log-dir", str(tmp_path / "logs"), "--platform-dir", str(tmp_path / "platform"),
+        "--console-ranks", "none", *launcher,
+        "--", sys.executable, str(WORKER), str(out), *worker,
+    ]  # fmt: skip
+    return printed_nodes(args, cwd=tmp_path)
+
+
+def summary(tmp_path: Path, node: int) -> Dict[str, Any]:
+    path = tmp_path / "logs" / f"node-{node}" / "malaunch-summary.json"
+    loaded: Dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def assert_nothing_left(tmp_path: Path) -> None:
+    pids = recorded_pids(tmp_path / "out")
+    assert pids
+    assert wait_gone(pids) == []
+
+
+def wait_for_pids(tmp_path: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(recorded_pids(tmp_path / "out")) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} workers started"
+        time.sleep(0.02)
+
+
+def seconds_after(tmp_path: Path, name: str, ended: Dict[int, float]) -> float:
+    """How long after the moment written in ``out/name`` the last launcher exited."""
+    moment = float((tmp_path / "out" / name).read_text())
+    return max(ended.values()) - moment
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_a_failure_on_one_node_stops_every_node(tmp_path: Path, count: int) -> None:
+    """(a) rank 3, on node 1, exits 7 while every other rank sleeps."""
+    nodes = nodes_of(tmp_path, count, worker=["--fail", "3:7"])
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {index: 7 if index == 1 else 75 for index in range(count)}, output
+    assert seconds_after(tmp_path, "failed-3", launchers.ended) <= 2.0
+    for index in range(count):
+        report = summary(tmp_path, index)
+        assert report["exit_code"] == codes[index]
+        failure = report["job_failure"]
+        assert (failure["node"], failure["rank"], failure["code"]) == (1, 3, 7)
+        if index != 1:
+            assert report["stopped_by"] == failure
+    assert_nothing_left(tmp_path)
+
+
+def test_c_parameter_server_nodes_finish_with_the_job(tmp_path: Path) -> None:
+    """(c) TF PS with the ps task on a node of its own: every launcher exits 0."""
+    platform = ("--platform", "tf-ps", "--num-ps", "1", "--framework", "tensorflow_ps")
+    nodes = nodes_of(tmp_path, 2, worker=["--steps", "3"], platform=platform)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {0: 0, 1: 0, 2: 0}, output
+    last_success = max(float(p.read_text()) for p in (tmp_path / "out").glob("ok-*"))
+    assert max(launchers.ended.values()) - last_success <= 2.0
+    ps = summary(tmp_path, 0)
+    assert [(p["role"], p["service"], p["signal"]) for p in ps["processes"]] == [
+        ("ps", True, "SIGTERM")
+    ]
+    assert_nothing_left(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
+def test_d_a_vanished_node_0_stops_the_others(tmp_path: Path, how: str) -> None:
+    """(d) SIGKILL closes node 0's connections at once; SIGSTOP (a frozen machine) is found
+    by the heartbeat timeout."""
+    timeout = 2.0
+    launcher = ["--heartbeat-timeout", str(timeout)]
+    nodes = nodes_of(tmp_path, 3, worker=["--steps", "1000"], launcher=launcher)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for_pids(tmp_path, 6)
+        launchers.procs[0].send_signal(getattr(signal, how))
+        gone_at = time.time()
+        codes = launchers.wait(timeout=30, only=[1, 2])
+        assert codes == {1: 75, 2: 75}, launchers.output()
+        assert max(launchers.ended.values()) - gone_at <= timeout + 2.0
+        for index in (1, 2):
+            failure = summary(tmp_path, index)["stopped_by"]
+            assert (failure["kind"], failure["node"]) == ("lost", 0)
+        launchers.procs[0].kill()  # a frozen launcher, too; its ranks die with it
+        launchers.procs[0].wait(timeout=10)
+    assert_nothing_left(tmp_path)  # node 0's ranks died with it (PDEATHSIG, reaper)
+
+
+def test_d_a_vanished_node_1_stops_the_others(tmp_path: Path) -> None:
+    nodes = nodes_of(tmp_path, 3, worker=["--steps", "1000"])
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for_pids(tmp_path, 6)
+        launchers.procs[1].kill()
+        codes = launchers.wait(timeout=30, only=[0, 2])
+        assert codes == {0: 75, 2: 75}, launchers.output()
+    failure = summary(tmp_path, 0)["stopped_by"]
+    assert (failure["kind"], failure["node"]) == ("lost", 1)
+    assert_nothing_left(tmp_path)
+
+
+def test_e_a_failure_in_attempt_0_restarts_the_whole_job(tmp_path: Path) -> None:
+    """(e) rank 3 fails in attempt 0 only: every node restarts, and the job succeeds."""
+    worker = ["--fail", "3:7", "--fail-attempt", "0", "--steps", "3"]
+    launcher = ["--max-restarts", "1", "--restart-backoff", "0"]
+    nodes = nodes_of(tmp_path, 2, worker=worker, launcher=launcher)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        assert codes == {0: 0, 1: 0}, launchers.output()
+    out = tmp_path / "out"
+    # Every rank ran in both attempts; only attempt 1 succeeded.
+    assert sorted(p.stem for p in out.glob("worker-*.pid")) == [
+        f"worker-{rank}-{attempt}" for rank in range(4) for attempt in (0, 1)
+    ]
+    assert sorted(p.name for p in out.glob("ok-*")) == [f"ok-{rank}-1" for rank in range(4)]
+    for index in (0, 1):
+        report = summary(tmp_path, index)
+        assert (report["exit_code"], report["restarts"]) == (0, 1)
+        first, second = report["attempts"]
+        assert (first["failure"]["node"], first["failure"]["rank"]) == (1, 3)
+        assert (first["failure"]["code"], first["decision"]) == (7, "restart 1 of 1")
+        assert (second["failure"], second["decision"]) == (
+            None,
+            "every worker of the job succeeded",
+        )
+    assert_nothing_left(tmp_path)
+
+
+def _stranger(port: int, payload: bytes, answer_challenge: bool = False) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if answer_challenge:
+        sock.recv(4096)
+    sock.sendall(payload)
+    return sock
+
+
+def test_f_strangers_on_the_job_port_change_nothing(tmp_path: Path) -> None:
+    """(f) garbage, a wrong token, an oversized line, an impostor node, a silent socket."""
+    nodes = nodes_of(tmp_path, 2, worker=["--steps", "25"])
+    port = int(option(nodes[0].argv, "--job-port"))
+    opened: List[socket.socket] = []
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for_pids(tmp_path, 4)
+        wrong = json.dumps({"t": "hello", "node": 1, "proof": "0" * 64}).encode() + b"\n"
+        impostor = json.dumps({"t": "hello", "node": 5, "proof": "x"}).encode() + b"\n"
+        for payload, answer in (
+            (b"GET / HTTP/1.0\r\n\r\n", False),
+            (wrong, True),
+            (impostor, True),
+            (b"x" * 200_000, True),
+            (b"", False),
+        ):
+            opened.append(_stranger(port, payload, answer))
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    for sock in opened:
+        sock.close()
+    assert codes == {0: 0, 1: 0}, output
+    assert "rejected a connection" in launchers.output(0)
+    assert "wrong token" in output
+    assert "lost node" not in output
+    assert sorted(p.name for p in (tmp_path / "out").glob("ok-*")) == [
+        f"ok-{rank}-0" for rank in range(4)
+    ]
+    assert_nothing_left(tmp_path)
+
+
+@pytest.mark.parametrize("stacks", ["auto", "faulthandler"])
+def test_b_a_hung_rank_is_named_with_every_ranks_stack(tmp_path: Path, stacks: str) -> None:
+    """(b) without frameworks: rank 1 loops silently in stall_here; the others wait for it in
+    wait_for_peer. (The real torch gloo job is in test_frameworks_torch.py.)"""
+    launcher = ["--hang-timeout", "2", "--hang-startup-timeout", "60", "--hang-stacks", stacks]
+    nodes = nodes_of(tmp_path, 2, worker=["--stall", "1", "--steps", "100"], launcher=launcher)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {0: 124, 1: 75}, output
+    hang = summary(tmp_path, 0)["hang"]
+    assert (hang["node"], hang["rank"], hang["culprits"]) == (0, 1, [1])
+    assert hang["seconds_silent"] >= 2.0
+    assert summary(tmp_path, 1)["hang"]["culprits"] == [1]
+    logs = tmp_path / "logs"
+    files = {
+        r: logs / f"node-{r // 2}" / "stacks" / "attempt-0" / f"rank-{r}.txt" for r in range(4)
+    }
+    assert hang["stack_file"] == str(files[1])
+    assert "stall_here" in files[1].read_text()
+    for rank in (0, 2, 3):
+        assert "wait_for_peer" in files[rank].read_text()
+    assert_nothing_left(tmp_path)
