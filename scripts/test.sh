@@ -18,6 +18,6 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 # torch is pinned in the extra: never let the resolver pick a newer (CUDA, several GB) build.
-"$VENV/bin/python" -m pip install -q ".[dev,torch,tensorflow,mindspore]"
+"$VENV/bin/python" -m pip install -q ".[dev,torch,tensorflow,mindspore,stacks]"
 "$VENV/bin/python" -m pip install -q ./examples/malaunch-example-plugin
 exec "$VENV/bin/python" -m pytest "$@"

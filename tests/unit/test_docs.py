@@ -8,6 +8,7 @@ import inspect
 from pathlib import Path
 from typing import Callable, List, Set, Type
 
+import click
 import pytest
 from pydantic import BaseModel
 
@@ -96,3 +97,19 @@ def test_built_in_framework_options_are_documented() -> None:
         for option in plugins.framework(name).options:
             spelled = [*option.opts, *option.secondary_opts]
             assert any(flag in DOCS for flag in spelled), f"{name}: {spelled}"
+
+
+def test_every_launch_option_is_documented() -> None:
+    from malaunch.cli.options import core_options  # noqa: PLC0415 (the CLI under test)
+
+    root = Path(__file__).parents[2]
+    text = "\n".join(
+        path.read_text(encoding="utf-8") for path in [root / "README.md", *root.glob("docs/*.md")]
+    )
+    options = [param for param in core_options() if isinstance(param, click.Option)]
+    undocumented = [
+        option.opts[0]
+        for option in options
+        if not any(f"`{flag}" in text for flag in (*option.opts, *option.secondary_opts))
+    ]
+    assert options and undocumented == []

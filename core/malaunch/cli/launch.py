@@ -31,12 +31,14 @@ Other commands:
   malaunch topology [--json]           what the topology sources see here
   malaunch ranktable validate FILE     check an HCCL rank table
   malaunch ranktable convert IN OUT    template 2 -> template 1 (v1.0)
+  malaunch ranktable generate OUT      this server's table from /etc/hccn.conf
   malaunch simulate --nodes N ...      run a multi-node job on this machine
   malaunch --version
 
 Every option can also be set as MALAUNCH_<OPTION> (e.g. MALAUNCH_FRAMEWORK=torch_ddp).
 Exit codes: the first failing worker's code (128+N for signal N); 64 usage, 65 malformed
-input, 66 missing file, 69 topology not ready, 70 internal, 71 spawn failure, 78 plugin error.
+input, 66 missing file, 69 topology or peers not ready, 70 internal, 71 spawn failure,
+74 staging I/O, 75 stopped because another node failed, 78 plugin error, 124 hang.
 """
 
 

@@ -52,7 +52,10 @@ def proof(token: bytes, nonce: str, node: int) -> str:
 
 
 def proof_ok(token: bytes, nonce: str, node: int, answer: object) -> bool:
-    return isinstance(answer, str) and hmac.compare_digest(proof(token, nonce, node), answer)
+    # compare_digest refuses non-ASCII str: a stranger's answer must not raise.
+    if not isinstance(answer, str) or not answer.isascii():
+        return False
+    return hmac.compare_digest(proof(token, nonce, node), answer)
 
 
 def encode(message: Message) -> bytes:

@@ -104,11 +104,9 @@ def parse_codes(text: str) -> Optional[FrozenSet[int]]:
 
 
 def _codes_of(text: str, item: str) -> range:
-    if item.upper().startswith("SIG"):
-        number = getattr(signal, item.upper(), None)
-        if isinstance(number, int):
-            code = ExitCode.for_signal(int(number))
-            return range(code, code + 1)
+    if item.upper() in signal.Signals.__members__:  # real signals only, not SIG_DFL & co.
+        code = ExitCode.for_signal(int(signal.Signals[item.upper()]))
+        return range(code, code + 1)
     low, sep, high = item.partition("-")
     if _is_code(low) and (not sep or _is_code(high)):
         first, last = int(low), int(high if sep else low)

@@ -174,6 +174,7 @@ class Attempt:
             "rank": child.spec.rank,
             "role": child.spec.role,
             "seconds_silent": round(seconds, 2),
+            "detected_at": self.loop.clock.wall(),
         }
         self.outcome.hang_detected = record
         logger.error(

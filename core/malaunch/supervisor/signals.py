@@ -27,11 +27,11 @@ def parse_signal_names(spec: str) -> Tuple[int, ...]:
     result: List[int] = []
     for raw in filter(None, (item.strip().upper() for item in spec.split(","))):
         name = raw if raw.startswith("SIG") else f"SIG{raw}"
-        number = getattr(signal, name, None)
-        if not isinstance(number, int):
+        # Real signals only: the signal module also holds SIG_DFL, SIG_IGN, SIG_SETMASK...
+        if name not in signal.Signals.__members__:
             msg = f"--forward-signals: unknown signal {raw!r}"
             raise UsageError(msg)
-        result.append(int(number))
+        result.append(int(signal.Signals[name]))
     return tuple(result)
 
 

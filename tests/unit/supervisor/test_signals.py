@@ -11,6 +11,7 @@ from jobs import Job
 
 import malaunch.supervisor.node
 from malaunch.errors import UsageError
+from malaunch.supervisor.signals import parse_signal_names
 from malaunch.supervisor.spawn import spawn
 
 
@@ -75,3 +76,18 @@ def test_signals_that_cannot_be_forwarded_are_a_usage_error(job: Job, signum: in
     with pytest.raises(UsageError, match="--forward-signals: signal"):
         job.run(job.plan(job.spec(0)), forward_signals=(signum,))
     assert job.pid_files() == 0
+
+
+@pytest.mark.parametrize("name", ["SIG_SETMASK", "SIG_DFL", "SIG_IGN", "NOPE", "sigterm2"])
+def test_forward_signals_accepts_real_signal_names_only(name: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_signal_names(f"SIGTERM,{name}")
+    assert str(info.value) == f"--forward-signals: unknown signal {name.upper()!r}"
+
+
+def test_forward_signals_names_with_or_without_sig() -> None:
+    assert parse_signal_names("term, usr1,SIGHUP") == (
+        signal.SIGTERM,
+        signal.SIGUSR1,
+        signal.SIGHUP,
+    )
