@@ -370,3 +370,42 @@ def test_modelarts_rank_table_env_agrees_with_the_converted_table(tmp_path: Path
         )
         assert any(line.startswith(expected) and line.endswith(" ok") for line in lines), expected
     assert "[ranktable] rank table completed after 1s (2 nodes)" in lines
+
+
+def test_print_env_gives_complete_commands_with_the_job_channel(tmp_path: Path) -> None:
+    """Each node's command names the job port, and MALAUNCH_* options the user set are part
+    of each node's environment: with both, a node runs anywhere (tests/e2e/test_job_channel.py
+    runs them)."""
+    env = clean_env({"MALAUNCH_FRAMEWORK": "torch_ddp", "MALAUNCH_GRACE_PERIOD": "2"})
+    result = run_cli(
+        simulate(tmp_path, "--print-env", "--nodes", "3", "--platform", "volcano",
+                 command=["python", "train.py"]),
+        env=env,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    nodes = parse_print_env(result.stdout)
+    ports = {node["#launcher"].split("--job-port ")[1].split()[0] for node in nodes}
+    assert len(ports) == 1 and ports.pop().isdigit()
+    for node in nodes:
+        assert (node["MALAUNCH_FRAMEWORK"], node["MALAUNCH_GRACE_PERIOD"]) == ("torch_ddp", "2")
+
+
+def test_the_safety_net_stops_a_node_that_does_not_stop_itself(tmp_path: Path) -> None:
+    """Without the job channel a node launcher never learns of the other's failure: the
+    simulation's parent stops it after heartbeat timeout + grace + 5 s, and says so."""
+    script = tmp_path / "task.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "pid_file = os.path.join(sys.argv[1], os.environ['RANK'] + '.pid')\n"
+        "open(pid_file, 'w').write(str(os.getpid()))\n"
+        "sys.exit(3) if os.environ['RANK'] == '0' else time.sleep(600)\n"
+    )
+    (tmp_path / "out").mkdir()
+    result = run_cli(
+        simulate(tmp_path, "--nodes", "2", "--platform", "volcano", "--framework", "torch_ddp",
+                 "--no-job-channel", "--heartbeat-timeout", "0.5", "--grace-period", "0.5",
+                 command=[sys.executable, str(script), str(tmp_path / "out")]),
+    )  # fmt: skip
+    assert result.code == 3, result.stderr
+    assert "node 1 did not stop by itself within 6s of the first exit of another; stopping it" in result.stderr
+    assert_all_gone(all_pids(tmp_path))

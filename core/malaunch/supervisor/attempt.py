@@ -252,9 +252,10 @@ class Attempt:
         if not running:
             return
         names = ", ".join(describe(child.spec) for child in running)
+        itself, them = ("itself", "it") if len(running) == 1 else ("themselves", "them")
         logger.error(
-            f"{names} did not stop by themselves within {self.straggler_timeout:g}s of the "
-            "first failure; stopping them (a malaunch bug: please report it)"
+            f"{names} did not stop by {itself} within {self.straggler_timeout:g}s of the "
+            f"first exit of another; stopping {them}"
         )
         self.outcome.safety_net = True
         self.group.stop(signal.SIGTERM)

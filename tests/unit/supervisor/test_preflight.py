@@ -70,3 +70,21 @@ def test_no_port_no_check() -> None:
         update={"topology": plan.topology.model_copy(update={"master_port": None})}
     )
     check_ports(plan)
+
+
+def test_taken_job_port_on_node_0_is_an_error(listening_port: int) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        master = int(probe.getsockname()[1])
+    with pytest.raises(LaunchError) as info:
+        check_ports(plan_with(master), job_port=listening_port)
+    assert str(info.value) == (
+        f"job port {listening_port} is already in use on this host (the master node, "
+        "127.0.0.1); pick another with --job-port or MALAUNCH_JOB_PORT, or stop the process "
+        "listening on it"
+    )
+
+
+def test_job_port_equal_to_the_master_port_is_an_error() -> None:
+    with pytest.raises(LaunchError, match="the job port and the master port are both 29500"):
+        check_ports(plan_with(29500), job_port=29500)
