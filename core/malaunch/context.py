@@ -161,7 +161,7 @@ def _check_field(name: str, value: Any) -> None:
 def _from_context_var(raw: str, env: Mapping[str, str]) -> Context:
     try:
         data = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _bad(CONTEXT_VAR, f"not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise _bad(CONTEXT_VAR, f"expected a JSON object, got {type(data).__name__}")
@@ -199,7 +199,7 @@ def _data_paths(env: Mapping[str, str]) -> Dict[str, Any]:
     if raw:
         try:
             datasets = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise _bad("DATASET_MAP", f"not valid JSON ({exc})") from None
         if not isinstance(datasets, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in datasets.items()
@@ -287,7 +287,7 @@ def _parse_tf_config(raw: str) -> Dict[str, Any]:
         role, index = str(task["type"]), int(task.get("index", 0))
         cluster = config.get("cluster", {})
         trainers = {name: _tf_hosts(cluster, name) for name in TF_TRAINERS}
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _bad("TF_CONFIG", f"not valid JSON with a task ({exc})") from None
     except (KeyError, TypeError, AttributeError) as exc:
         raise _bad(

@@ -9,7 +9,9 @@ target, which POSIX makes atomic.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Union
@@ -33,3 +35,57 @@ def write_atomic(target: Union[str, Path], content: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+class NotAFile(OSError):
+    """The path names something that is not a regular file (a FIFO, a device, a socket)."""
+
+
+class TooLarge(OSError):
+    """The file is larger than the reader accepts."""
+
+
+def read_regular(path: Union[str, Path], limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, without ever blocking.
+
+    The type and size are checked on the open descriptor before anything is read, so a FIFO
+    (whose open would block until a writer comes), a device such as ``/dev/zero`` (endless) or
+    a huge file is refused at once. The open is non-blocking for the same reason.
+
+    :raises FileNotFoundError, IsADirectoryError, PermissionError: as ``open()`` would.
+    :raises NotAFile: a FIFO, device or socket.
+    :raises TooLarge: more than ``limit`` bytes.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(
+                errno.EINVAL, f"is a {_kind(info.st_mode)}, not a regular file", str(path)
+            )
+        if info.st_size > limit:
+            raise TooLarge(errno.EFBIG, f"is {info.st_size} bytes, more than {limit}", str(path))
+        chunks = []
+        total = 0
+        while True:  # the file may grow while it is read (a writer at work): stop at the limit
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > limit:
+                raise TooLarge(errno.EFBIG, f"grew past {limit} bytes while read", str(path))
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"

@@ -18,6 +18,7 @@ import click
 
 from malaunch import __version__, log
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.options import ENV_PREFIX
 from malaunch.errors import ExitCode, MalaunchError
 from malaunch.plugins import load_plugins
 
@@ -63,24 +64,61 @@ def _run(args: List[str]) -> int:
 
 
 def run(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line and return the exit code (SPEC §3)."""
+    """Run the command line and return the exit code (SPEC §3).
+
+    The one error boundary: a :class:`MalaunchError` is one ``malaunch: error:`` line with its
+    own code; click's errors are one line naming the option (or its ``MALAUNCH_`` variable when
+    the value came from there), exit 64; anything else is a bug: one line, exit 70. ``--debug``
+    adds the traceback. The launcher itself never exits 1, which a platform could not tell
+    from a worker's exit 1.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _wants_debug(args)
     setup_logging(debug)
     try:
         return _run(args)
     except MalaunchError as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(f"malaunch: error: {exc}", err=True)
-        return int(exc.exit_code)
+        return _fail(str(exc), int(exc.exit_code), debug)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:
         return ExitCode.for_signal(2)
     except click.ClickException as exc:
-        exc.show()
-        return int(ExitCode.USAGE)
+        return _fail(click_message(exc), int(ExitCode.USAGE), debug)
+    except Exception as exc:  # the boundary: a bug is exit 70, never a traceback
+        what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+        message = f"internal error ({what}); rerun with --debug for the traceback"
+        return _fail(message, int(ExitCode.SOFTWARE), debug)
+
+
+def _fail(message: str, code: int, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    click.echo(f"malaunch: error: {_one_line(message)}", err=True)
+    return code
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def click_message(exc: click.ClickException) -> str:
+    """click's error as one line, naming the option or the ``MALAUNCH_`` variable at fault."""
+    if isinstance(exc, click.BadParameter) and exc.param is not None:
+        return f"{_culprit(exc.param, exc.ctx)}: {exc.message}"
+    if isinstance(exc, click.NoSuchOption):
+        hint = f" (did you mean {', '.join(exc.possibilities)}?)" if exc.possibilities else ""
+        return f"no such option: {exc.option_name}{hint}; see `malaunch --help`"
+    return exc.format_message()
+
+
+def _culprit(param: click.Parameter, ctx: Optional[click.Context]) -> str:
+    name = param.name or ""
+    source = ctx.get_parameter_source(name) if ctx is not None and name else None
+    if source is click.core.ParameterSource.ENVIRONMENT:
+        return f"{ENV_PREFIX}_{name.upper()}"
+    flags = [flag for flag in param.opts if flag.startswith("--")]
+    return flags[0] if flags else (param.human_readable_name or name)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -9,9 +9,11 @@ from typing import List
 
 import click
 
+from malaunch.cli.params import Integer, Seconds, port
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
+from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.pipeline import AUTO
 
 ENV_PREFIX = "MALAUNCH"
@@ -32,13 +34,13 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--nproc-per-node"],
-            type=click.IntRange(min=1),
+            type=Integer(1, MAX_LOCAL_PROCESSES),
             help="Local processes where the source lists no devices.",
         ),
         click.Option(["--master-addr"], help="Override the resolved rendezvous address."),
         click.Option(
             ["--master-port"],
-            type=click.IntRange(1, 65535),
+            type=port(),
             help="Override the resolved rendezvous port.",
         ),
         click.Option(
@@ -56,14 +58,14 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--grace-period"],
-            type=click.FloatRange(min=0),
+            type=Seconds(),
             default=5.0,
             show_default=True,
             help="Seconds between SIGTERM and SIGKILL at teardown.",
         ),
         click.Option(
             ["--wait-timeout"],
-            type=click.FloatRange(min=0),
+            type=Seconds(),
             default=600.0,
             show_default=True,
             help="Seconds to wait for a rank table or peers to become ready.",
@@ -96,7 +98,7 @@ def job_options() -> List[click.Parameter]:
     return [
         click.Option(
             ["--max-restarts"],
-            type=click.IntRange(min=0),
+            type=Integer(0, 1000),
             default=0,
             show_default=True,
             help="Restart the whole job (every node together) this many times after a failure.",
@@ -110,7 +112,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--min-uptime"],
-            type=click.FloatRange(min=0),
+            type=Seconds(),
             default=0.0,
             show_default=True,
             help="A failure sooner than this after the start is a start-up crash: no restart.",
@@ -124,7 +126,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--job-port"],
-            type=click.IntRange(1, 65535),
+            type=port(),
             help="Port of the job channel node 0's launcher serves "
             "[default: master port + 1, else one hashed from the job]",
         ),
@@ -142,20 +144,20 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--heartbeat-timeout"],
-            type=click.FloatRange(min=0.1),
+            type=Seconds(0.1),
             default=DEFAULT_HEARTBEAT_TIMEOUT,
             show_default=True,
             help="Seconds of silence after which a node launcher counts as lost.",
         ),
         click.Option(
             ["--hang-timeout"],
-            type=click.FloatRange(min=0.1),
+            type=Seconds(0.1),
             help="A rank with no output and no heartbeat for this long is hung: capture "
             "every rank's stack, stop the job, exit 124 [default: off]",
         ),
         click.Option(
             ["--hang-startup-timeout"],
-            type=click.FloatRange(min=0.1),
+            type=Seconds(0.1),
             help="The same before a rank's first output or heartbeat "
             "[default: the larger of --hang-timeout and 300]",
         ),

@@ -15,7 +15,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 import click
 
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.params import Integer, Seconds
 from malaunch.errors import UsageError
+from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS
 from malaunch.simulate.run import run
@@ -36,7 +38,7 @@ def simulate_options() -> List[click.Parameter]:
     """The options of ``simulate`` itself (the launch command's options come on top)."""
     return [
         click.Option(
-            ["--nodes"], type=click.IntRange(min=1), required=True,
+            ["--nodes"], type=Integer(1, 1024), required=True,
             help="Simulated nodes (with --platform tf-ps: worker tasks).",
         ),
         click.Option(
@@ -45,7 +47,8 @@ def simulate_options() -> List[click.Parameter]:
             "volcano, tf-ps (one node per ps/worker task).",
         ),
         click.Option(
-            ["--nproc-per-node"], type=click.IntRange(min=1), default=1, show_default=True,
+            ["--nproc-per-node"], type=Integer(1, MAX_LOCAL_PROCESSES), default=1,
+            show_default=True,
             help="Processes (devices) per node: MA_NUM_GPUS, rank-table devices, or "
             "--nproc-per-node of each node launcher (volcano).",
         ),
@@ -55,7 +58,7 @@ def simulate_options() -> List[click.Parameter]:
             help="node-<k>.log, node-<k>/ (each node launcher's --log-dir) and the summary.",
         ),
         click.Option(
-            ["--num-ps"], type=click.IntRange(min=1), default=1, show_default=True,
+            ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tf-ps] parameter-server tasks (each its own node, before the workers).",
         ),
         click.Option(
@@ -63,7 +66,7 @@ def simulate_options() -> List[click.Parameter]:
             help="Print each node's platform environment and launcher command; start nothing.",
         ),
         click.Option(
-            ["--ranktable-delay"], type=click.FloatRange(min=0), default=2.0, show_default=True,
+            ["--ranktable-delay"], type=Seconds(), default=2.0, show_default=True,
             help="[modelarts] seconds until the rank table turns completed.",
         ),
         click.Option(
@@ -71,7 +74,7 @@ def simulate_options() -> List[click.Parameter]:
             help="[modelarts] the rank table never completes (tests --wait-timeout).",
         ),
         click.Option(
-            ["--first-device-id"], type=click.IntRange(0, 15), default=0, show_default=True,
+            ["--first-device-id"], type=Integer(0, 15), default=0, show_default=True,
             help="[modelarts] physical id of each node's first NPU in the rank table.",
         ),
         click.Option(

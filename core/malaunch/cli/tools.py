@@ -12,7 +12,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from malaunch.cli.params import Integer, Seconds
 from malaunch.models import ResolveOptions, Topology
+from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source
@@ -101,8 +103,8 @@ def render_topology(topology: Topology) -> str:
 
 @tools.command("topology")
 @click.option("--topology", "source", default=AUTO, show_default=True, metavar="SOURCE")
-@click.option("--nproc-per-node", type=click.IntRange(min=1))
-@click.option("--wait-timeout", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--nproc-per-node", type=Integer(1, MAX_LOCAL_PROCESSES))
+@click.option("--wait-timeout", type=Seconds(), default=0.0, show_default=True)
 @click.option("--log-dir", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the topology as JSON.")
 def topology_command(

@@ -10,10 +10,10 @@ launcher the bottleneck of a chatty job.
 from __future__ import annotations
 
 import os
-from typing import Callable, FrozenSet, Optional
+from typing import Callable
 
-from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
+from malaunch.rankspec import RankSpec, parse_rank_spec
 
 # A process that never prints a newline (progress bars with \r) must not grow the buffer
 # without bound; past this size the partial line goes out as a line of its own.
@@ -25,39 +25,19 @@ ConsoleWriter = Callable[[bytes], None]
 class RankSelection:
     """The processes ``--console-ranks`` selects: ``all``, ``none`` or ranks like ``0,3-5``."""
 
-    def __init__(self, ranks: Optional[FrozenSet[int]]) -> None:
-        self.ranks = ranks  # None means every process
+    def __init__(self, ranks: RankSpec) -> None:
+        self.ranks = ranks
 
     def selects(self, spec: ProcessSpec) -> bool:
         """Whether this process's output is echoed to the console."""
-        if self.ranks is None:
+        if self.ranks.everything:
             return True
         return spec.rank is not None and spec.rank in self.ranks
 
 
 def parse_console_ranks(spec: str) -> RankSelection:
     """Parse ``--console-ranks``: ``all``, ``none``, or comma-separated ranks and ranges."""
-    text = spec.strip().lower()
-    if text == "all":
-        return RankSelection(None)
-    if text == "none":
-        return RankSelection(frozenset())
-    ranks: set[int] = set()
-    for item in text.split(","):
-        ranks.update(_parse_rank_item(spec, item.strip()))
-    return RankSelection(frozenset(ranks))
-
-
-def _parse_rank_item(spec: str, item: str) -> range:
-    low, sep, high = item.partition("-")
-    if not (low.isdigit() and (not sep or high.isdigit())):
-        msg = f"--console-ranks {spec!r}: expected all, none, or ranks like 0,3-5 (got {item!r})"
-        raise UsageError(msg)
-    first, last = int(low), int(high) if sep else int(low)
-    if last < first:
-        msg = f"--console-ranks {spec!r}: range {item!r} ends before it starts"
-        raise UsageError(msg)
-    return range(first, last + 1)
+    return RankSelection(parse_rank_spec(spec, "--console-ranks"))
 
 
 def describe(spec: ProcessSpec) -> str:

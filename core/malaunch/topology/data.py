@@ -15,7 +15,7 @@ from typing import Dict, List, Mapping, Optional
 
 from malaunch.errors import TopologyError
 from malaunch.models import DataPaths
-from malaunch.topology.envparse import get
+from malaunch.topology.envparse import get, load_json
 
 
 def parse_data_paths(env: Mapping[str, str]) -> DataPaths:
@@ -36,11 +36,7 @@ def _dataset_map(env: Mapping[str, str]) -> Dict[str, str]:
     raw = get(env, "DATASET_MAP")
     if raw is None:
         return {}
-    try:
-        loaded = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        msg = f"DATASET_MAP is not valid JSON ({exc})"
-        raise TopologyError(msg) from exc
+    loaded = load_json(env, "DATASET_MAP")
     if not isinstance(loaded, dict):
         msg = (
             f"DATASET_MAP: expected a JSON object of dataset name to path, got {_json_type(loaded)}"

@@ -7,14 +7,21 @@ value came from (a variable or a file), so an error message can name the culprit
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, is_plain_int, parse_int
 
 _QUOTES = ("'", '"')
 _PORT_RANGE = (1, 65535)
-_HOST_FORBIDDEN = re.compile(r"[\s/,\[\]'\"]")
+# RFC 1123 host names (underscores allowed: some internal DNS uses them), 253 characters at
+# most: anything else (``$(id)``, spaces, control characters) never becomes an address.
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?", re.ASCII)
+_DOTTED_NUMBERS = re.compile(r"[0-9.]+", re.ASCII)
+DEFAULT_MAXIMUM = 10**9  # no count or index of a real job comes near this
 
 
 def get(env: Mapping[str, str], name: str) -> Optional[str]:
@@ -24,27 +31,25 @@ def get(env: Mapping[str, str], name: str) -> Optional[str]:
 
 
 def read_int(
-    env: Mapping[str, str], name: str, *, minimum: int = 0, default: Optional[int] = None
+    env: Mapping[str, str],
+    name: str,
+    *,
+    minimum: int = 0,
+    maximum: int = DEFAULT_MAXIMUM,
+    default: Optional[int] = None,
 ) -> Optional[int]:
-    """An integer variable (``default`` when unset or blank), at least ``minimum``."""
+    """An integer variable in ``[minimum, maximum]`` (``default`` when unset or blank), in
+    ASCII digits only (see :mod:`malaunch.numbers`)."""
     raw = get(env, name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        expected = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
-        msg = f'{name}="{env[name]}": expected {expected}'
-        raise TopologyError(msg)
-    return value
+    return parse_int(raw, f'{name}="{env[name]}"', minimum=minimum, maximum=maximum)
 
 
 def parse_port(text: str, what: str) -> int:
     """A TCP port 1-65535; ``what`` is the start of the error message."""
     low, high = _PORT_RANGE
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not is_plain_int(text) or not low <= int(text) <= high:
         msg = f"{what}: port {text!r} is not a number in {low}-{high}"
         raise TopologyError(msg)
     return int(text)
@@ -97,8 +102,26 @@ def split_items(value: str, what: str) -> List[str]:
     return items
 
 
-def _check_host(host: str, where: str) -> str:
-    if not host or _HOST_FORBIDDEN.search(host):
+def is_host(host: str) -> bool:
+    """A host name (RFC 1123), an IPv4 address, or an IPv6 address without brackets."""
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return True
+    if _DOTTED_NUMBERS.fullmatch(host):  # all digits and dots: it must be a real IPv4 address
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return False
+        return True
+    return len(host) <= 253 and _HOSTNAME.fullmatch(host) is not None
+
+
+def check_host(host: str, where: str) -> str:
+    """``host`` if :func:`is_host`; ``where`` starts the error message."""
+    if not is_host(host):
         msg = f"{where}: {host!r} is not a host name or address"
         raise TopologyError(msg)
     return host
@@ -121,7 +144,7 @@ def split_host_port(item: str, where: str) -> Tuple[str, int]:
     if not sep:
         msg = f"{where}: expected host:port"
         raise TopologyError(msg)
-    return _check_host(host, where), parse_port(port, where)
+    return check_host(host, where), parse_port(port, where)
 
 
 def _check_ipv6(host: str, where: str) -> None:
@@ -157,7 +180,7 @@ def parse_host(item: str, where: str) -> str:
     if ":" in item:
         msg = f"{where}: expected a host name or address without a port"
         raise TopologyError(msg)
-    return _check_host(item, where)
+    return check_host(item, where)
 
 
 def parse_hosts(value: str, what: str) -> List[str]:
@@ -171,7 +194,7 @@ def parse_hosts(value: str, what: str) -> List[str]:
 
 def check_host_count(env: Mapping[str, str], name: str, label: str, count: int) -> None:
     """A declared count (``MA_NUM_HOSTS``, ``SLURM_NNODES``, ...) must match the host list."""
-    declared = read_int(env, name, minimum=1)
+    declared = read_int(env, name, minimum=1, maximum=MAX_NODES)
     if declared is not None and declared != count:
         msg = f"{name}={declared} does not match {label}, which lists {count} hosts"
         raise TopologyError(msg)
@@ -180,7 +203,7 @@ def check_host_count(env: Mapping[str, str], name: str, label: str, count: int) 
 def node_index(env: Mapping[str, str], name: str, label: str, count: int) -> int:
     """This node's position in a host list, from ``name`` (``VC_TASK_INDEX``, ``SLURM_NODEID``);
     it may be left out only when the list has one host."""
-    index = read_int(env, name)
+    index = read_int(env, name, maximum=MAX_NODES)
     if index is None:
         if count == 1:
             return 0
@@ -239,9 +262,12 @@ def _device_ids(name: str, value: str) -> Tuple[int, ...]:
     items = value.split(",")
     if name == "CUDA_VISIBLE_DEVICES" and all(_CUDA_UUID.match(item) for item in items):
         return tuple(range(len(items)))
+    if len(items) > MAX_LOCAL_PROCESSES:
+        msg = f"{name} lists {len(items)} devices; at most {MAX_LOCAL_PROCESSES} per node"
+        raise TopologyError(msg)
     ids: List[int] = []
     for number, item in enumerate(items, start=1):
-        if not item.isdigit():
+        if not is_plain_int(item):
             msg = (
                 f'{name}="{value}": item {number} "{item}" is not a device id '
                 "(expected ascending integers without spaces, e.g. 0,1,2,3)"
@@ -274,3 +300,25 @@ def device_ids(env: Mapping[str, str], nproc: Optional[int], nproc_origin: str) 
         msg = f"{nproc_origin} asks for {nproc} processes per node but {name} lists {len(ids)}"
         raise TopologyError(msg)
     return ids[:nproc]
+
+
+MAX_JSON_VARIABLE = 1 << 20  # bytes: TF_CONFIG of 10,000 tasks is about 400 KB
+
+
+def load_json(env: Mapping[str, str], name: str) -> object:
+    """The JSON document a variable holds, bounded in size, any nesting refused cleanly.
+
+    :raises TopologyError: not JSON, nested deeper than the parser goes, or over 1 MiB.
+    """
+    raw = env[name]
+    if len(raw) > MAX_JSON_VARIABLE:
+        msg = f"{name} is {len(raw)} characters, more than {MAX_JSON_VARIABLE}: not a real {name}"
+        raise TopologyError(msg)
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        msg = f"{name} is not valid JSON ({exc})"
+        raise TopologyError(msg) from exc
+    except RecursionError as exc:
+        msg = f"{name} is not valid JSON (nested too deeply to read)"
+        raise TopologyError(msg) from exc

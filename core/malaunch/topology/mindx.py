@@ -14,6 +14,7 @@ from typing import Mapping, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Task, Topology, device_slots
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, is_plain_int
 from malaunch.topology import envparse
 
 SOURCE = "mindx"
@@ -39,16 +40,16 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     if port is None:
         msg = "MS_SCHED_PORT is not set: the ascend-operator sets the scheduler's port there"
         raise TopologyError(msg)
-    total = _read_required_int(env, "MS_WORKER_NUM", minimum=1)
+    total = _read_required_int(env, "MS_WORKER_NUM", minimum=1, maximum=MAX_NODES * 64)
     if role == SCHED_ROLE:
         # The scheduler pod runs no worker; it only needs MS_WORKER_NUM right, so the worker
         # pods are modelled as well as its variables allow and this pod is node 0 by convention.
-        local = envparse.read_int(env, "MS_LOCAL_WORKER") or total
+        local = envparse.read_int(env, "MS_LOCAL_WORKER", maximum=MAX_LOCAL_PROCESSES) or total
         pods = _pod_count(total, local)
         node_rank, task = 0, Task(role="scheduler", index=0)
         nproc, ids = local, tuple(range(local))
     else:
-        local = _read_required_int(env, "MS_LOCAL_WORKER", minimum=1)
+        local = _read_required_int(env, "MS_LOCAL_WORKER", minimum=1, maximum=MAX_LOCAL_PROCESSES)
         pods = _pod_count(total, local)
         node_rank = _read_required_int(env, "MS_NODE_RANK")
         if node_rank >= pods:
@@ -105,8 +106,10 @@ def _required(env: Mapping[str, str], name: str) -> str:
     return value
 
 
-def _read_required_int(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int:
-    value = envparse.read_int(env, name, minimum=minimum)
+def _read_required_int(
+    env: Mapping[str, str], name: str, *, minimum: int = 0, maximum: int = MAX_NODES
+) -> int:
+    value = envparse.read_int(env, name, minimum=minimum, maximum=maximum)
     if value is None:
         msg = f"{name} is not set: the ascend-operator sets it on every worker pod"
         raise TopologyError(msg)
@@ -134,7 +137,7 @@ def _local_ids(env: Mapping[str, str], nproc: int) -> Tuple[int, ...]:
         return tuple(range(nproc))
     ids = []
     for number, item in enumerate(raw.split(","), start=1):
-        if not item.strip().isdigit():
+        if not is_plain_int(item.strip()):
             msg = f'{VISIBLE_VAR}="{raw}": item {number} "{item}" is not a device id'
             raise TopologyError(msg)
         ids.append(int(item))

@@ -22,6 +22,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
+from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.slurm_hostlist import expand_counts, expand_hostlist
@@ -72,7 +73,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
 
 
 def _check_one_launcher(env: Mapping[str, str]) -> None:
-    local_id = envparse.read_int(env, "SLURM_LOCALID")
+    local_id = envparse.read_int(env, "SLURM_LOCALID", maximum=MAX_LOCAL_PROCESSES)
     if local_id is not None and local_id > 0:
         msg = (
             f"SLURM_LOCALID={local_id}: malaunch must run once per node and starts the node's "
@@ -97,14 +98,14 @@ def _nprocs(
     """(processes of every node, where this node's count came from)."""
     if options.nproc_per_node is not None:
         return [options.nproc_per_node] * nnodes, "--nproc-per-node"
-    gpus = envparse.read_int(env, "SLURM_GPUS_ON_NODE")
+    gpus = envparse.read_int(env, "SLURM_GPUS_ON_NODE", maximum=MAX_LOCAL_PROCESSES)
     if gpus is not None and gpus > 0:
         # Only this node's count is known: the other nodes are assumed alike.
         return [gpus] * nnodes, "SLURM_GPUS_ON_NODE"
     per_node = _tasks_per_node(env, nnodes)
     if per_node is not None:
         return per_node
-    tasks = envparse.read_int(env, "SLURM_NTASKS_PER_NODE", minimum=1)
+    tasks = envparse.read_int(env, "SLURM_NTASKS_PER_NODE", minimum=1, maximum=MAX_LOCAL_PROCESSES)
     if tasks is not None:
         return [tasks] * nnodes, "SLURM_NTASKS_PER_NODE"
     return [1] * nnodes, "the default of 1 process per node"

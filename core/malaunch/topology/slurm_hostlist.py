@@ -13,11 +13,13 @@ import re
 from typing import List, Tuple
 
 from malaunch.errors import TopologyError
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES
 
 # A typo such as node[1-100000000] must not exhaust memory before the count check runs.
-MAX_HOSTS = 100_000
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+MAX_HOSTS = MAX_NODES
+# ASCII digits only (``\d`` would take other scripts' digits), at most 18 of them.
+_RANGE = re.compile(r"^([0-9]{1,18})(?:-([0-9]{1,18}))?$")
+_COUNT = re.compile(r"^([0-9]{1,18})(?:\(x([0-9]{1,18})\))?$")
 
 
 def _fail(what: str, text: str, problem: str) -> TopologyError:
@@ -56,8 +58,8 @@ def _group_values(group: str, what: str, text: str) -> List[str]:
         low, high = match.group(1), match.group(2) or match.group(1)
         if int(high) < int(low):
             raise _fail(what, text, f'"[{group}]": range "{part}" goes backwards')
-        if int(high) - int(low) >= MAX_HOSTS:
-            raise _fail(what, text, f'"[{group}]": range "{part}" exceeds {MAX_HOSTS} hosts')
+        if len(values) + int(high) - int(low) + 1 > MAX_HOSTS:
+            raise _fail(what, text, f'"[{group}]": expands to more than {MAX_HOSTS} hosts')
         width = len(low)
         values.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
     return values
@@ -110,7 +112,10 @@ def _count_item(item: str, what: str, text: str) -> Tuple[int, int]:
     repeat = int(match.group(2) or 1)
     if repeat < 1 or repeat > MAX_HOSTS:
         raise _fail(what, text, f'"{item}": the repeat count must be 1-{MAX_HOSTS}')
-    return int(match.group(1)), repeat
+    value = int(match.group(1))
+    if value > MAX_LOCAL_PROCESSES:
+        raise _fail(what, text, f'"{item}": at most {MAX_LOCAL_PROCESSES} per node')
+    return value, repeat
 
 
 def expand_counts(text: str, what: str = "counts") -> List[int]:

@@ -58,11 +58,7 @@ def _load(raw: str) -> Dict[str, Any]:
     if not raw.strip():
         msg = f"{VAR} is empty or not set: expected a JSON object"
         raise TopologyError(msg)
-    try:
-        doc = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        msg = f"{VAR} is not valid JSON ({exc})"
-        raise TopologyError(msg) from exc
+    doc = envparse.load_json({VAR: raw}, VAR)
     if not isinstance(doc, dict):
         _fail(f"expected a JSON object, got {_shown(doc)}")
     return dict(doc)

@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Device, Node, ResolveOptions, Task, Topology
+from malaunch.numbers import MAX_NODES
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 
@@ -65,7 +66,7 @@ def _task_role(env: Mapping[str, str], roles: RoleMap) -> str:
 
 def _task_index(env: Mapping[str, str], role: str, count: int) -> int:
     name = HOST_VARS[role]
-    index = envparse.read_int(env, "VC_TASK_INDEX")
+    index = envparse.read_int(env, "VC_TASK_INDEX", maximum=MAX_NODES)
     if index is None:
         if count == 1:
             return 0

@@ -21,6 +21,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import MissingInputError, TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
+from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 
@@ -64,7 +65,8 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     if options.nproc_per_node is not None:
         nproc, origin = options.nproc_per_node, "--nproc-per-node"
     else:
-        nproc, origin = envparse.read_int(env, "MA_NUM_GPUS") or 1, "MA_NUM_GPUS"
+        gpus = envparse.read_int(env, "MA_NUM_GPUS", maximum=MAX_LOCAL_PROCESSES)
+        nproc, origin = gpus or 1, "MA_NUM_GPUS"
     ids = envparse.device_ids(env, nproc, origin)
     nodes = [
         Node(

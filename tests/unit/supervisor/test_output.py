@@ -31,7 +31,15 @@ from malaunch.supervisor.output import (
     ],
 )
 def test_parse_console_ranks(spec: str, ranks: Optional[FrozenSet[int]]) -> None:
-    assert parse_console_ranks(spec).ranks == ranks
+    parsed = parse_console_ranks(spec).ranks
+    assert parsed.everything == (ranks is None)
+    if ranks is not None:
+        assert {rank for rank in range(100) if rank in parsed} == ranks
+
+
+def test_huge_ranges_are_not_expanded() -> None:
+    parsed = parse_console_ranks("3-9999999").ranks
+    assert 9999999 in parsed and 2 not in parsed and 10**7 not in parsed
 
 
 def test_selection_by_rank(job: Job) -> None:

@@ -62,8 +62,14 @@ def test_expand_hostlist(text: str, hosts: List[str]) -> None:
         ("a,,b", 'SLURM_JOB_NODELIST="a,,b": item 2 is empty'),
         ("a,", 'SLURM_JOB_NODELIST="a,": item 2 is empty'),
         (" ", 'SLURM_JOB_NODELIST=" ": empty host list'),
-        ("n[0-100000]", 'SLURM_JOB_NODELIST="n[0-100000]": "[0-100000]": range "0-100000" '
-         "exceeds 100000 hosts"),
+        ("n[0-100000]", 'SLURM_JOB_NODELIST="n[0-100000]": "[0-100000]": expands to more than '
+         "100000 hosts"),
+        ("n[0-60000,0-60000]", 'SLURM_JOB_NODELIST="n[0-60000,0-60000]": "[0-60000,0-60000]": '
+         "expands to more than 100000 hosts"),
+        ("n[\u0661-\u0662]", 'SLURM_JOB_NODELIST="n[\u0661-\u0662]": "[\u0661-\u0662]": '
+         '"\u0661-\u0662" is not a number or a range N-M'),
+        ("n[" + "9" * 5000 + "]", 'SLURM_JOB_NODELIST="n[' + "9" * 5000 + ']": "[' + "9" * 5000
+         + ']": "' + "9" * 5000 + '" is not a number or a range N-M'),
     ],
 )  # fmt: skip
 def test_malformed_hostlist(text: str, message: str) -> None:

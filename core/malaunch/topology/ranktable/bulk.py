@@ -26,7 +26,8 @@ def numbers(devices: Sequence[Any], key: str) -> List[int]:
     except (TypeError, KeyError) as exc:
         raise NotCommon from exc
     # all(raw): no empty string hides between the digits of the others.
-    if not (all(raw) and joined.isdigit() and joined.isascii()):
+    # max(map(len)): int() of a 5,000-digit id would raise past the interpreter's limit.
+    if not (all(raw) and joined.isdigit() and joined.isascii()) or max(map(len, raw)) > 18:
         raise NotCommon
     return list(map(int, raw))
 

@@ -15,10 +15,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional, Union
 
-from malaunch.errors import NotReadyError
+from malaunch.errors import MissingInputError, NotReadyError, TopologyError
+from malaunch.files import NotAFile, TooLarge, read_regular
 from malaunch.topology.ranktable.schema import MISSING, gc_paused, shown
 
 DIRECTORY_FILES = ("jobstart_hccl.json", "hccl.json")
+# 16,384 servers of 16 devices write about 30 MB; anything past this is not a rank table.
+MAX_TABLE_BYTES = 256 << 20
 MIN_POLL = 0.01  # never spin, whatever --wait-timeout and poll interval say
 
 
@@ -46,12 +49,22 @@ class Location(NamedTuple):
 
 
 def _read(path: Path) -> Union[bytes, NotReady]:
+    """The file's bytes, or why not yet; what waiting cannot mend is raised at once."""
     try:
-        return path.read_bytes()
+        return read_regular(path, MAX_TABLE_BYTES)
     except FileNotFoundError:
         return NotReady("missing", "the file does not exist")
     except IsADirectoryError:
         return NotReady("missing", "it is a directory, not a rank table file")
+    except PermissionError as exc:
+        msg = f"rank table {path}: permission denied ({exc.strerror})"
+        raise MissingInputError(msg) from exc
+    except NotAFile as exc:
+        msg = f"rank table {path}: {exc.strerror}"
+        raise MissingInputError(msg) from exc
+    except TooLarge as exc:
+        msg = f"rank table {path}: {exc.strerror} (no real rank table is that large)"
+        raise TopologyError(msg) from exc
     except OSError as exc:
         return NotReady("missing", f"cannot read it: {exc.strerror or exc}")
 
@@ -61,13 +74,9 @@ def read_once(path: Path) -> Union[Ready, NotReady]:
     raw = _read(path)
     if isinstance(raw, NotReady):
         return raw
-    if not raw.strip():
-        return NotReady("malformed", "the file is empty")
-    try:
-        with gc_paused():
-            data = json.loads(raw)
-    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
-        return NotReady("malformed", f"not valid JSON: {exc}")
+    data = _parse(raw)
+    if isinstance(data, NotReady):
+        return data
     if type(data) is not dict:
         return NotReady("malformed", f"expected a JSON object, got a {type(data).__name__}")
     # Status first: the initial ConfigMap is only {"status": "initializing"}.
@@ -75,6 +84,18 @@ def read_once(path: Path) -> Union[Ready, NotReady]:
     if status == "completed":
         return Ready(path, raw, data)
     return NotReady("status", _status_reason(status))
+
+
+def _parse(raw: bytes) -> Union[Any, NotReady]:
+    if not raw.strip():
+        return NotReady("malformed", "the file is empty")
+    try:
+        with gc_paused():
+            return json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
+        return NotReady("malformed", f"not valid JSON: {exc}")
+    except RecursionError:
+        return NotReady("malformed", "not a rank table: JSON nested too deeply to read")
 
 
 def _status_reason(status: Any) -> str:
@@ -95,7 +116,7 @@ def _look(location: Location) -> Union[Ready, NotReady]:
 
 def _same_bytes(path: Path, raw: bytes) -> bool:
     try:
-        return path.read_bytes() == raw
+        return read_regular(path, MAX_TABLE_BYTES) == raw
     except OSError:
         return False
 

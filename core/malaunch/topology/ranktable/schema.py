@@ -13,6 +13,7 @@ import json
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
 
 from malaunch.errors import TopologyError
+from malaunch.numbers import MAX_DIGITS, is_plain_int
 
 # Marks a key that is absent, as opposed to present with JSON null.
 MISSING: Any = object()
@@ -90,11 +91,17 @@ def shown(value: Any) -> str:
 def number(value: Any, where: str, path: str) -> int:
     """A count or id written as a string of digits (every producer) or a JSON integer."""
     if type(value) is str:
-        if value.isdigit() and value.isascii():
+        if is_plain_int(value):
             return int(value)
-    elif type(value) is int and value >= 0:
+    elif type(value) is int and 0 <= value < 10**MAX_DIGITS:
         return value
-    fail(where, path, f'expected a non-negative integer such as "0", got {shown(value)}')
+    fail(where, path, f'expected a non-negative integer such as "0", got {_short(value)}')
+
+
+def _short(value: Any) -> str:
+    """A value for a message: a 5,000-digit id must not make a 5,000-character line."""
+    text = shown(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def text(value: Any, where: str, path: str) -> str:
@@ -143,7 +150,7 @@ def digits_at(item: Mapping[str, Any], key: str, where: str, list_path: str, ind
     ASCII digits, a plain string) costs no path formatting.
     """
     value = item.get(key, MISSING)
-    if type(value) is str and value.isdigit() and value.isascii():
+    if type(value) is str and is_plain_int(value):
         return int(value)
     return number(value, where, f"{list_path}[{index}].{key}")
 

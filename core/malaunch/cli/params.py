@@ -1,0 +1,68 @@
+"""Strict click parameter types: integers in ASCII digits within a range, finite durations.
+
+click's ``INT`` takes whatever ``int()`` takes (``1_0``, Arabic-Indic digits, 5,000 digits) and
+``FLOAT`` takes ``nan`` and ``inf``; these go through :mod:`malaunch.numbers` instead. A bad value
+fails with click's ``BadParameter``, which the CLI's error boundary turns into one line naming
+the option, or its ``MALAUNCH_`` variable when the value came from there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import click
+
+from malaunch.errors import UsageError
+from malaunch.numbers import MAX_SECONDS, parse_int, parse_seconds
+
+
+class Integer(click.ParamType):
+    """An integer in ``[minimum, maximum]``, digits 0-9 only."""
+
+    name = "integer"
+
+    def __init__(self, minimum: int = 0, maximum: int = 10**18 - 1) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value  # a default
+        try:
+            return parse_int(
+                str(value),
+                repr(str(value)),
+                minimum=self.minimum,
+                maximum=self.maximum,
+                error=UsageError,
+            )
+        except UsageError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds in ``[minimum, maximum]``."""
+
+    name = "seconds"
+
+    def __init__(self, minimum: float = 0.0, maximum: float = MAX_SECONDS) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> float:
+        if isinstance(value, float):
+            return value  # a default
+        try:
+            return parse_seconds(
+                str(value), repr(str(value)), minimum=self.minimum, maximum=self.maximum
+            )
+        except UsageError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def port() -> Integer:
+    return Integer(1, 65535)
