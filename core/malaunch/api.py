@@ -18,6 +18,7 @@ from malaunch.errors import (
     TopologyError,
     UsageError,
 )
+from malaunch.files import path_safe
 from malaunch.hookspecs import hookimpl
 from malaunch.models import (
     DataPaths,
@@ -83,6 +84,7 @@ __all__ = [
     "parse_hosts",
     "parse_port",
     "parse_python_command",
+    "path_safe",
     "read_int",
     "read_port",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -89,3 +90,19 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "socket"
     return "special file"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def path_safe(name: str, limit: int = 128) -> str:
+    """``name`` as one harmless path component: letters, digits, ``.``, ``_`` and ``-`` only,
+    never starting with a dot (so never ``..``), at most ``limit`` characters.
+
+    Job ids come from the platform (``MA_VJ_NAME``, ``JOB_ID``) and end up in file names: a
+    value such as ``../../../../escape/x`` must not put logs outside the log directory.
+    """
+    safe = _UNSAFE.sub("_", name)[:limit]
+    if not safe:
+        return "job"
+    return "_" + safe[1:] if safe.startswith(".") else safe

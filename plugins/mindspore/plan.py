@@ -11,7 +11,16 @@ import hashlib
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from malaunch.api import Device, LaunchPlan, PlanOptions, ProcessSpec, Target, Topology, UsageError
+from malaunch.api import (
+    Device,
+    LaunchPlan,
+    PlanOptions,
+    ProcessSpec,
+    Target,
+    Topology,
+    UsageError,
+    path_safe,
+)
 from malaunch_mindspore.command import anchor_command, prepend_path
 
 FRAMEWORK = "mindspore"
@@ -120,10 +129,10 @@ def rank_table_processes(
         env["DEVICE_ID"] = env["ASCEND_DEVICE_ID"] = str(device.local_index)
         dirs: Tuple[str, ...] = ()
         if "ASCEND_PROCESS_LOG_PATH" not in environ:
-            path = log_dir / job / "ascend" / "process_log" / f"rank_{device.rank}"
+            path = log_dir / path_safe(job) / "ascend" / "process_log" / f"rank_{device.rank}"
             env["ASCEND_PROCESS_LOG_PATH"] = str(path)
             dirs = (str(path),)  # SPEC §5: created, as the ModelArts bootstrap does
-        name = f"{job}-proc-rank-{device.rank}-device-{device.local_index}.txt"
+        name = f"{path_safe(job)}-proc-rank-{device.rank}-device-{device.local_index}.txt"
         processes.append(
             ProcessSpec(
                 role="worker",

@@ -9,7 +9,7 @@ from typing import List
 
 import click
 
-from malaunch.cli.params import Integer, Seconds, port
+from malaunch.cli.params import Host, Integer, Seconds, port
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
@@ -37,7 +37,9 @@ def core_options() -> List[click.Parameter]:
             type=Integer(1, MAX_LOCAL_PROCESSES),
             help="Local processes where the source lists no devices.",
         ),
-        click.Option(["--master-addr"], help="Override the resolved rendezvous address."),
+        click.Option(
+            ["--master-addr"], type=Host(), help="Override the resolved rendezvous address."
+        ),
         click.Option(
             ["--master-port"],
             type=port(),

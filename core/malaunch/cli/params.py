@@ -12,8 +12,9 @@ from typing import Any, Optional
 
 import click
 
-from malaunch.errors import UsageError
+from malaunch.errors import TopologyError, UsageError
 from malaunch.numbers import MAX_SECONDS, parse_int, parse_seconds
+from malaunch.topology.envparse import parse_host
 
 
 class Integer(click.ParamType):
@@ -66,3 +67,17 @@ class Seconds(click.ParamType):
 
 def port() -> Integer:
     return Integer(1, 65535)
+
+
+class Host(click.ParamType):
+    """A host name, an IPv4 address, or an IPv6 address (with or without brackets)."""
+
+    name = "host"
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> str:
+        try:
+            return parse_host(str(value), "")
+        except TopologyError:
+            self.fail(f"{str(value)!r} is not a host name or address", param, ctx)

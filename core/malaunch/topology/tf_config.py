@@ -16,6 +16,7 @@ from typing import Any, Dict, Mapping, NoReturn, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import ResolveOptions, Task, Topology
+from malaunch.numbers import MAX_NODES, is_plain_int
 from malaunch.topology import envparse
 from malaunch.topology.tf_ps import RoleMap, build_topology
 
@@ -85,7 +86,7 @@ def _role_tasks(path: str, entries: object) -> Dict[int, Tuple[str, int]]:
     elif isinstance(entries, dict):
         indexed = []
         for key, addr in entries.items():
-            if not (isinstance(key, str) and key.isdigit()):
+            if not (isinstance(key, str) and is_plain_int(key) and int(key) <= MAX_NODES):
                 _fail(f"{path}: key {_shown(key)} is not a task index")
             indexed.append((f"{path}[{_shown(key)}]", int(key), addr))
     else:
@@ -106,9 +107,9 @@ def _task(task: object, roles: RoleMap) -> Task:
     if not isinstance(role, str) or not role:
         _fail(f"task.type: expected a role name, got {_shown(role)}")
     role = "chief" if role == LEGACY_CHIEF else role
-    if isinstance(index, str) and index.isdigit():
+    if isinstance(index, str) and is_plain_int(index):
         index = int(index)
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_NODES:
         _fail(f"task.index: expected a non-negative integer, got {_shown(index)}")
     if role in roles and index not in roles[role]:
         _fail(_index_problem(role, index, roles[role]))

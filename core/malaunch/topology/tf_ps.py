@@ -101,6 +101,7 @@ def build_topology(
     is the address of this task when the cluster does not list it (an evaluator in old
     TF_CONFIG layouts); it then becomes an extra node without a rank.
     """
+    _check_distinct(source, roles)
     chiefs = len(roles.get("chief", {}))
     nodes: List[Node] = []
     node_rank: Optional[int] = None
@@ -135,6 +136,20 @@ def build_topology(
         task=task,
         data=parse_data_paths(env),
     )
+
+
+def _check_distinct(source: str, roles: RoleMap) -> None:
+    """TensorFlow binds one server per task: two tasks on one host:port cannot both run."""
+    seen: Dict[Tuple[str, int], str] = {}
+    for role in ordered_roles(roles):
+        for index, (host, port) in sorted(roles[role].items()):
+            task = f"{role} {index}"
+            address = (host.lower(), port)
+            if address in seen:
+                shown = envparse.format_host_port(host, port)
+                msg = f"{source}: {seen[address]} and {task} are both at {shown}"
+                raise TopologyError(msg)
+            seen[address] = task
 
 
 def _master(roles: RoleMap, nodes: List[Node]) -> str:

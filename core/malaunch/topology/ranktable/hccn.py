@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict
 
 from malaunch.errors import MissingInputError, TopologyError
+from malaunch.files import read_regular
 
 DEFAULT_PATH = Path("/etc/hccn.conf")
 ADDRESS_PREFIX = "address_"
@@ -70,7 +71,7 @@ def read_hccn_conf(path: Path) -> Dict[int, str]:
     raises :class:`TopologyError`.
     """
     try:
-        data = path.read_bytes()
+        data = read_regular(path, 1 << 20)  # a FIFO or /dev/zero must not hang or fill memory
     except FileNotFoundError:
         raise MissingInputError(f"{path}: the file does not exist") from None
     except OSError as exc:

@@ -77,6 +77,8 @@ def build_topology(
 ) -> Topology:
     """The Topology of a validated table, validated by pydantic once for all devices."""
     nodes = [_node(index, server) for index, server in enumerate(table.servers)]
+    for node in nodes:  # an address peers will dial: never "$(id)" or a control character
+        envparse.check_host(node["host"], f"rank table {rank_table_file}: server {node['index']}")
     return Topology.model_validate(
         {
             "source": SOURCE_NAME,
