@@ -35,6 +35,7 @@ from malaunch.models import (
     device_slots,
 )
 from malaunch.net import free_port
+from malaunch.params import Host, Integer, Seconds
 from malaunch.python_command import PythonCommand, Target, is_python, parse_python_command
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.envparse import (
@@ -54,6 +55,8 @@ __all__ = [
     "Device",
     "ExitCode",
     "Framework",
+    "Host",
+    "Integer",
     "LaunchError",
     "LaunchPlan",
     "MalaunchError",
@@ -65,6 +68,7 @@ __all__ = [
     "ProcessSpec",
     "PythonCommand",
     "ResolveOptions",
+    "Seconds",
     "Target",
     "Task",
     "Topology",

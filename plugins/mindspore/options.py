@@ -6,6 +6,7 @@ from typing import List
 
 import click
 
+from malaunch.api import Integer
 from malaunch_mindspore.plan import DEFAULT_SCHED_PORT, DEFAULT_TOPO_TIMEOUT, MODES
 
 
@@ -21,14 +22,14 @@ def cli_options() -> List[click.Option]:
         ),
         click.Option(
             ["--ms-sched-port"],
-            type=click.IntRange(1024, 65535),
+            type=Integer(1024, 65535),
             default=None,
             help=f"MS_SCHED_PORT of the dynamic cluster [default: --master-port or the "
             f"topology's port, else {DEFAULT_SCHED_PORT}]",
         ),
         click.Option(
             ["--ms-topo-timeout"],
-            type=click.IntRange(min=1),
+            type=Integer(1, 7 * 24 * 3600),  # whole seconds: MindSpore reads an integer
             default=DEFAULT_TOPO_TIMEOUT,
             help="MS_TOPO_TIMEOUT: seconds the dynamic cluster waits for every worker.",
         ),

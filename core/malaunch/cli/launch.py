@@ -8,7 +8,6 @@ the exit code. The other commands live in :mod:`malaunch.cli.tools`.
 from __future__ import annotations
 
 import copy
-import json
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -120,7 +119,9 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     plan = make_plan()
     warn_about_missing_data(plan.topology)
     if params["dry_run"]:
-        click.echo(json.dumps(plan.to_json_dict(), indent=2))
+        # pydantic's own serialiser: json.dumps(indent=...) falls back to pure Python, 1.5 s for
+        # a plan of 10,000 processes.
+        click.echo(plan.model_dump_json(indent=2))
         return int(ExitCode.OK)
     # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
     # stay light.

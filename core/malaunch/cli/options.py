@@ -9,11 +9,11 @@ from typing import List
 
 import click
 
-from malaunch.cli.params import Host, Integer, Seconds, port
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
 from malaunch.numbers import MAX_LOCAL_PROCESSES
+from malaunch.params import Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
 
 ENV_PREFIX = "MALAUNCH"

@@ -15,9 +15,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 import click
 
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.params import Integer, Seconds
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_LOCAL_PROCESSES
+from malaunch.params import Integer, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS
 from malaunch.simulate.run import run

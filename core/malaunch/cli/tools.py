@@ -12,9 +12,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from malaunch.cli.params import Integer, Seconds
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
+from malaunch.params import Integer, Seconds
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.models import Device, ProcessSpec, Topology
 
@@ -64,14 +64,20 @@ def _master(topology: Topology, env: Mapping[str, str]) -> Tuple[str, Optional[i
     return topology.master_addr, topology.master_port
 
 
+# The last topology's devices by rank: a plan asks once per process, and a scan per process
+# would make a 10,000-process plan quadratic.
+_by_rank: List[Tuple[Optional[Topology], Dict[int, Device]]] = [(None, {})]
+
+
 def _device(topology: Topology, spec: ProcessSpec) -> Optional[Device]:
     """The device of this node that the process's rank owns, if the topology lists one."""
     if spec.rank is None:
         return None
-    for device in topology.this_node.devices:
-        if device.rank == spec.rank:
-            return device
-    return None
+    cached, devices = _by_rank[0]
+    if cached is not topology:
+        devices = {device.rank: device for device in topology.this_node.devices}
+        _by_rank[0] = (topology, devices)
+    return devices.get(spec.rank)
 
 
 def agent(argv: Sequence[str]) -> Optional[str]:

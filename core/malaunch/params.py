@@ -1,4 +1,6 @@
-"""Strict click parameter types: integers in ASCII digits within a range, finite durations.
+"""Strict click parameter types: integers in ASCII digits within a range, finite durations,
+host names. The CLI's options use them, and framework plugins get them from
+:mod:`malaunch.api` for their own options.
 
 click's ``INT`` takes whatever ``int()`` takes (``1_0``, Arabic-Indic digits, 5,000 digits) and
 ``FLOAT`` takes ``nan`` and ``inf``; these go through :mod:`malaunch.numbers` instead. A bad value
