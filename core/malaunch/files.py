@@ -15,7 +15,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import List, Union
 
 
 def write_atomic(target: Union[str, Path], content: str) -> None:
@@ -68,7 +68,7 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
             )
         if info.st_size > limit:
             raise TooLarge(errno.EFBIG, f"is {info.st_size} bytes, more than {limit}", str(path))
-        chunks = []
+        chunks: List[bytes] = []
         total = 0
         while True:  # the file may grow while it is read (a writer at work): stop at the limit
             chunk = os.read(fd, 1 << 20)

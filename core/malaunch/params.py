@@ -10,7 +10,7 @@ the option, or its ``MALAUNCH_`` variable when the value came from there.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
@@ -18,8 +18,16 @@ from malaunch.errors import TopologyError, UsageError
 from malaunch.numbers import MAX_SECONDS, parse_int, parse_seconds
 from malaunch.topology.envparse import parse_host
 
+# click 8.2+ makes ParamType generic; Python 3.9 gets click 8.1, where it is not subscriptable.
+if TYPE_CHECKING:
+    IntType = click.ParamType[int]
+    FloatType = click.ParamType[float]
+    StrType = click.ParamType[str]
+else:
+    IntType = FloatType = StrType = click.ParamType
 
-class Integer(click.ParamType):
+
+class Integer(IntType):
     """An integer in ``[minimum, maximum]``, digits 0-9 only."""
 
     name = "integer"
@@ -45,7 +53,7 @@ class Integer(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
-class Seconds(click.ParamType):
+class Seconds(FloatType):
     """A finite number of seconds in ``[minimum, maximum]``."""
 
     name = "seconds"
@@ -71,7 +79,7 @@ def port() -> Integer:
     return Integer(1, 65535)
 
 
-class Host(click.ParamType):
+class Host(StrType):
     """A host name, an IPv4 address, or an IPv6 address (with or without brackets)."""
 
     name = "host"

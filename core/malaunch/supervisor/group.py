@@ -39,13 +39,16 @@ class Group:
         children: List[Child],
         reaper: Reaper,
         grace_period: float,
+        *,
         on_exit: Callable[[Child], None],
+        on_all_exited: Callable[[], None] = lambda: None,
     ) -> None:
         self.loop = loop
         self.children = children
         self.reaper = reaper
         self.grace_period = grace_period
         self.on_exit = on_exit
+        self.on_all_exited = on_all_exited
         self.kill_timer: Optional[Timer] = None
         self.drain_timer: Optional[Timer] = None
         self.drained = False
@@ -85,6 +88,8 @@ class Group:
         _killpg(child.pid, signal.SIGKILL)
         self.reaper.forget(child.pid)
         self.on_exit(child)
+        if self.all_exited:
+            self.on_all_exited()  # escaped descendants go now, so their pipes close
         self._drain_if_needed()
 
     def _read(self, child: Child) -> None:

@@ -26,6 +26,7 @@ from malaunch.log import logger
 from malaunch.models import LaunchPlan
 from malaunch.net import free_port
 from malaunch.supervisor.attempt import Attempt, describe_failure
+from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.group import Group
 from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
@@ -51,6 +52,7 @@ class NodeRun:
         reaper: Reaper,
         selection: RankSelection,
         console: ConsoleWriter,
+        containment: Containment,
     ) -> None:
         self.plan = plan
         self.options = options
@@ -71,6 +73,7 @@ class NodeRun:
         self.client: Optional[ChannelClient] = None
         self.heartbeat: Optional[HeartbeatSocket] = None
         self.started = self.loop.now()
+        self.containment = containment
 
     # -- the whole run --------------------------------------------------------------------
 
@@ -204,7 +207,12 @@ class NodeRun:
                 plan = self.replan(number, port if isinstance(port, int) else None)
         children, error = self._spawn(plan, number)
         group = Group(
-            self.loop, children, self.reaper, self.options.grace_period, lambda child: None
+            self.loop,
+            children,
+            self.reaper,
+            self.options.grace_period,
+            on_exit=lambda child: None,
+            on_all_exited=self._kill_escaped,
         )
         self.attempt = Attempt(
             self.loop,
@@ -229,7 +237,9 @@ class NodeRun:
         environ = dict(os.environ if self.options.environ is None else self.options.environ)
         extra = self._extra_env()
         with self.wakeup.blocked() as mask:
-            setup = make_child_setup(os.getpid(), self.wakeup.handled, mask)
+            setup = make_child_setup(
+                os.getpid(), self.wakeup.handled, mask, self.containment.join_file
+            )
             for spec in plan.processes:
                 relay = (
                     LineRelay(console_prefix(spec), self.console)
@@ -274,8 +284,20 @@ class NodeRun:
             elif self.attempt is not None:
                 logger.info(f"forwarding {signal.Signals(signum).name} to every process group")
                 self.attempt.group.signal_running(signum)
-        if child_exited and self.attempt is not None:
-            self.attempt.group.reap()
+        if child_exited:
+            if self.attempt is not None:
+                self.attempt.group.reap()
+            self.containment.reap(self._known())  # orphans of the job re-parented to us
+
+    def _kill_escaped(self) -> None:
+        self.containment.kill_escaped(self._known())
+
+    def _known(self) -> List[int]:
+        """The launcher's own children, whose exit status their Popen objects own."""
+        pids = [c.pid for outcome in self.outcomes for c in outcome.children]
+        if self.attempt is not None:
+            pids += [c.pid for c in self.attempt.group.children]
+        return pids + ([self.reaper.pid] if self.reaper.pid is not None else [])
 
     def _signalled_between_attempts(self, signum: int) -> None:
         logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
@@ -330,6 +352,7 @@ class NodeRun:
         if self.attempt is not None:
             self.attempt.group.kill()
             self.attempt.group.close()
+        self.containment.close(self._known())
         if self.client is not None:
             self.client.close()
         if self.server is not None:

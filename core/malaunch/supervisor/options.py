@@ -23,7 +23,8 @@ class SuperviseOptions:
     times the run and its deadlines (tests inject a virtual one); ``reaper`` starts the
     watchdog process. ``fail_fast=False`` lets the other processes run on after a failure
     (``simulate``'s node launchers stop themselves), with ``straggler_timeout`` as the safety
-    net for those that do not.
+    net for those that do not. ``containment`` makes the launcher a child subreaper and puts
+    the job in a cgroup of its own where it can (see :mod:`malaunch.supervisor.containment`).
     """
 
     log_dir: str
@@ -39,3 +40,4 @@ class SuperviseOptions:
     reaper: bool = True
     fail_fast: bool = True
     straggler_timeout: Optional[float] = None
+    containment: bool = True

@@ -13,16 +13,19 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from pathlib import Path
 from typing import IO, Optional
 
 from malaunch.log import logger
 
-# Protocol, one line each: "+PGID" watch a group, "-PGID" forget it, "done" exit without killing.
+# Protocol, one line each: "+PGID" watch a group, "-PGID" forget it, "cPATH" kill the cgroup at
+# PATH too (the job's, which holds even processes that left their groups), "done" exit without
+# killing.
 REAPER_SOURCE = """
-import os, signal
+import os, signal, time
 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_IGN)
-groups, buf, done = set(), b"", False
+groups, buf, done, cgroup = set(), b"", False, None
 while True:
     try:
         data = os.read(0, 65536)
@@ -39,7 +42,21 @@ while True:
             groups.add(int(line[1:]))
         elif line[:1] == b"-":
             groups.discard(int(line[1:]))
+        elif line[:1] == b"c":
+            cgroup = line[1:]
 if not done:
+    if cgroup:
+        try:
+            with open(cgroup + b"/cgroup.kill", "wb") as kill:
+                kill.write(b"1")
+        except OSError:
+            pass
+        for _ in range(200):  # it can be removed once its processes are gone (about 1 ms)
+            try:
+                os.rmdir(cgroup)
+                break
+            except OSError:
+                time.sleep(0.01)
     for pgid in groups:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -79,6 +96,11 @@ class Reaper:
     def watch(self, pgid: int) -> None:
         """Kill this process group if the launcher dies."""
         self._send(b"+%d\n" % pgid)
+
+    def kill_cgroup(self, cgroup: Optional[Path]) -> None:
+        """Kill this cgroup too if the launcher dies (the job's: nothing escapes it)."""
+        if cgroup is not None:
+            self._send(b"c" + bytes(cgroup) + b"\n")
 
     def forget(self, pgid: int) -> None:
         """The launcher has cleaned this group up itself; its id may be reused from now on."""

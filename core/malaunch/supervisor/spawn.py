@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Mapping, Optional, Tuple
 from malaunch.errors import LaunchError
 from malaunch.events import Clock
 from malaunch.models import ProcessSpec
+from malaunch.supervisor.containment import join_cgroup
 from malaunch.supervisor.output import LineRelay, describe
 
 PR_SET_PDEATHSIG = 1
@@ -70,13 +71,14 @@ class Child:
 
 
 def make_child_setup(
-    parent_pid: int, reset: Iterable[int], mask: Iterable[int]
+    parent_pid: int, reset: Iterable[int], mask: Iterable[int], cgroup_procs: Optional[str] = None
 ) -> Callable[[], None]:
     """What runs in each child between fork and exec.
 
     PDEATHSIG fires when the *thread* that forked exits, which is why the supervisor spawns
     from the main thread. The handlers the launcher installed are reset before the signal mask
     is restored, so a signal forwarded before exec kills the child instead of being swallowed.
+    With ``cgroup_procs`` the child joins the job's cgroup before it can start anything.
     """
     reset = tuple(reset)
     mask = tuple(mask)
@@ -86,6 +88,7 @@ def make_child_setup(
             _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:  # the launcher died before PDEATHSIG was armed
             os._exit(1)
+        join_cgroup(cgroup_procs)
         for signum in reset:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)

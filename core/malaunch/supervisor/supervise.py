@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from malaunch.models import LaunchPlan
+from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.node import NodeRun
 from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
@@ -39,7 +40,9 @@ def supervise(
     selection = parse_console_ranks(options.console_ranks)
     console = options.console if options.console is not None else FdConsole()
     with SignalWakeup(options.forward_signals) as wakeup:
+        containment = Containment.start() if options.containment else Containment()
         reaper = Reaper.start() if options.reaper else Reaper(None)
+        reaper.kill_cgroup(containment.cgroup)
         node = NodeRun(
             plan,
             options,
@@ -48,6 +51,7 @@ def supervise(
             reaper=reaper,
             selection=selection,
             console=console,
+            containment=containment,
         )
         try:
             outcomes = node.run()

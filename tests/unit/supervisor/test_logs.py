@@ -12,6 +12,7 @@ import pytest
 from jobs import Job, kill_quietly
 
 from malaunch.errors import UsageError
+from malaunch.testing import wait_gone
 
 LINES = 200_000
 
@@ -116,24 +117,42 @@ def test_restart_appends_to_the_log(job: Job) -> None:
     assert job.log(spec) == b"rank0 line 0\nrank0 line 0\n"
 
 
+ESCAPE = (
+    "import subprocess, sys\n"
+    "print('worker line', flush=True)\n"
+    "child = subprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(60)'],"
+    " start_new_session=True)\n"
+    "open({pid_file!r}, 'w').write(str(child.pid))\n"
+)
+
+
 def test_output_held_by_an_escaped_process_does_not_hang_the_launcher(
     job: Job, messages: List[str]
 ) -> None:
-    """A grandchild that left the worker's session keeps the output pipe open: the launcher
-    still ends (after a short drain) with the worker's output in the log."""
+    """Without containment (no subreaper, no cgroup), a grandchild that left the worker's
+    session keeps the output pipe open: the launcher still ends (after a short drain) with the
+    worker's output in the log."""
     pid_file = job.root / "escaped.pid"
-    code = (
-        "import subprocess, sys\n"
-        "print('worker line', flush=True)\n"
-        "child = subprocess.Popen([sys.executable, '-S', '-c', 'import time; time.sleep(60)'],"
-        " start_new_session=True)\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-    )
-    spec = job.spec(0, argv=[sys.executable, "-S", "-c", code])
+    spec = job.spec(0, argv=[sys.executable, "-S", "-c", ESCAPE.format(pid_file=str(pid_file))])
     try:
-        assert job.run(job.plan(spec)) == 0
+        assert job.run(job.plan(spec), containment=False) == 0
     finally:
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert job.log(spec) == b"worker line\n"
     assert any("still held open" in m for m in messages)
+
+
+def test_an_escaped_process_is_killed_once_the_workers_are_done(
+    job: Job, messages: List[str]
+) -> None:
+    """With containment (the default), the same grandchild is re-parented to the launcher (a
+    child subreaper) or caught in the job's cgroup, and killed when the attempt ends."""
+    pid_file = job.root / "escaped.pid"
+    spec = job.spec(0, argv=[sys.executable, "-S", "-c", ESCAPE.format(pid_file=str(pid_file))])
+    assert job.run(job.plan(spec)) == 0
+    escaped = int(pid_file.read_text())
+    assert wait_gone([escaped]) == []
+    assert job.log(spec) == b"worker line\n"
+    assert any(f"left their process group (pids {escaped})" in m for m in messages)
+    assert not any("still held open" in m for m in messages)
