@@ -1,0 +1,57 @@
+"""A full disk under the log directory: the job runs on, each failed write is said once, and no
+half-written summary is left (a tmpfs of 16 KiB, filled before the run)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from malaunch.testing import run_cli
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tiny tmpfs needs root; a full disk cannot be made otherwise")
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        with open(mount / "filler", "wb") as filler:
+            try:
+                filler.write(b"\0" * 64 * 1024)
+            except OSError:
+                pass  # full: that is the point
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_costs_the_logs_not_the_job(full_disk: Path, tmp_path: Path) -> None:
+    logs = full_disk / "logs"
+    result = run_cli(
+        ["--framework", "torch_ddp", "--nproc-per-node", "2", "--log-dir", str(logs), "--",
+         sys.executable, "-c", "print('x' * 100)"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    for rank in (0, 1):
+        said = [line for line in lines if f"cannot write the log of rank {rank}:" in line]
+        assert len(said) == 1, lines
+    summary = [line for line in lines if "cannot write" in line and "malaunch-summary.json" in line]
+    assert len(summary) == 1
+    assert "No space left on device" in summary[0]
+    left = sorted(path.name for path in logs.iterdir())
+    assert left == ["worker-0.log", "worker-1.log"]  # no summary, no .partial file
