@@ -3,6 +3,7 @@ half-written summary is left (a tmpfs of 16 KiB, filled before the run)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,11 +29,9 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
     try:
-        with open(mount / "filler", "wb") as filler:
-            try:
-                filler.write(b"\0" * 64 * 1024)
-            except OSError:
-                pass  # full: that is the point
+        # Writing past the end fails: the disk is then full, which is the point.
+        with open(mount / "filler", "wb") as filler, contextlib.suppress(OSError):
+            filler.write(b"\0" * 64 * 1024)
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=True)
