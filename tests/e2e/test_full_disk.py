@@ -53,4 +53,5 @@ def test_a_full_disk_costs_the_logs_not_the_job(full_disk: Path, tmp_path: Path)
     assert len(summary) == 1
     assert "No space left on device" in summary[0]
     left = sorted(path.name for path in logs.iterdir())
-    assert left == ["worker-0.log", "worker-1.log"]  # no summary, no .partial file
+    # No summary and no manifest (they could not be written), no .partial file of either.
+    assert left == ["malaunch-index.bin", "worker-0.log", "worker-1.log"]

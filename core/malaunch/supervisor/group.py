@@ -23,6 +23,7 @@ from malaunch.events import EventLoop, Timer
 from malaunch.log import logger
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.reaper import Reaper
+from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.spawn import Child
 
 CHUNK = 1 << 16
@@ -42,6 +43,7 @@ class Group:
         *,
         on_exit: Callable[[Child], None],
         on_all_exited: Callable[[], None] = lambda: None,
+        runlog: Optional[RunLog] = None,
     ) -> None:
         self.loop = loop
         self.children = children
@@ -49,6 +51,7 @@ class Group:
         self.grace_period = grace_period
         self.on_exit = on_exit
         self.on_all_exited = on_all_exited
+        self.runlog = runlog
         self.kill_timer: Optional[Timer] = None
         self.drain_timer: Optional[Timer] = None
         self.drained = False
@@ -103,6 +106,9 @@ class Group:
             if not data:
                 self._end_of_output(child)
                 return
+            if self.runlog is not None:
+                self.runlog.chunk(child, child.log_offset, self.loop.clock.wall())
+            child.log_offset += len(data)
             _write_log(child, data)
             if child.relay is not None:
                 child.relay.feed(data)

@@ -32,6 +32,7 @@ from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import ConsoleWriter, LineRelay, RankSelection, console_prefix
 from malaunch.supervisor.reaper import Reaper
+from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
 from malaunch.supervisor.spawn import Child, make_child_setup, spawn
 
@@ -74,6 +75,7 @@ class NodeRun:
         self.heartbeat: Optional[HeartbeatSocket] = None
         self.started = self.loop.now()
         self.containment = containment
+        self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall())
 
     # -- the whole run --------------------------------------------------------------------
 
@@ -213,7 +215,9 @@ class NodeRun:
             self.options.grace_period,
             on_exit=lambda child: None,
             on_all_exited=self._kill_escaped,
+            runlog=self.runlog,
         )
+        self.runlog.attempt_started(number, children, self.loop.clock.wall())
         self.attempt = Attempt(
             self.loop,
             group,
@@ -353,6 +357,7 @@ class NodeRun:
             self.attempt.group.kill()
             self.attempt.group.close()
         self.containment.close(self._known())
+        self.runlog.close()
         if self.client is not None:
             self.client.close()
         if self.server is not None:

@@ -60,6 +60,8 @@ class Child:
     returncode: Optional[int] = None  # Popen convention: -N when killed by signal N
     last_activity: float = 0.0  # monotonic time of its last output or heartbeat, or its start
     heard_from: bool = False  # any output or heartbeat yet (hang detection's start-up phase)
+    file_id: int = -1  # its log file's number in the run manifest (supervisor/runlog.py)
+    log_offset: int = 0  # bytes in its log file so far (a restart appends)
 
     @property
     def pid(self) -> int:
@@ -145,7 +147,10 @@ def spawn(
     finally:
         os.close(write_fd)
     started = clock.now()
-    return Child(spec, proc, log_fd, read_fd, relay, clock.wall(), started, last_activity=started)
+    offset = os.fstat(log_fd).st_size
+    child = Child(spec, proc, log_fd, read_fd, relay, clock.wall(), started, last_activity=started)
+    child.log_offset = offset
+    return child
 
 
 def _popen(

@@ -1,0 +1,147 @@
+"""What a run leaves in its log directory for ``malaunch logs`` and ``malaunch report``.
+
+``malaunch-run.json`` (the *manifest*, rewritten atomically at each attempt's start)::
+
+    {"version": 1, "node": int, "host": str, "framework": str, "job_id": str | null,
+     "started": ISO time, "topology": {...the Topology...},
+     "files": [log file path, ...],          # index = file id in malaunch-index.bin
+     "attempts": [{"attempt": int, "started": ISO time,
+                   "processes": [{"file": id, "role", "rank", "local_rank", "log_file",
+                                  "service", "pid"}]}]}
+
+``malaunch-index.bin`` (the *line index*): one 20-byte record per chunk of output the launcher
+copied into a log file, ``struct.pack("<IQd", file_id, offset, arrival_time)``: the chunk
+starting at byte ``offset`` of file ``file_id`` arrived at ``arrival_time`` (seconds since the
+epoch). Lines take the arrival time of the chunk they start in, so merging many ranks' logs in
+time order never depends on timestamps the programs printed. One record per 64 KiB read at
+most: 800,000 lines cost a few thousand records.
+
+A launcher starting in a log directory first removes the files its previous run there listed
+(log files, index, manifest and summary), so that a reused ``--log-dir`` holds one run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from malaunch.files import write_atomic
+from malaunch.log import logger
+from malaunch.models import LaunchPlan
+from malaunch.supervisor.spawn import Child
+
+MANIFEST = "malaunch-run.json"
+INDEX = "malaunch-index.bin"
+SUMMARY = "malaunch-summary.json"
+RECORD = struct.Struct("<IQd")
+
+
+def iso(timestamp: float) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
+    return moment.astimezone().isoformat(timespec="milliseconds")
+
+
+def clear_previous_run(log_dir: Path) -> None:
+    """Remove what the run that last used ``log_dir`` listed: never anything else."""
+    manifest = log_dir / MANIFEST
+    try:
+        previous = json.loads(manifest.read_text(encoding="utf-8"))
+        files = [Path(f) for f in previous.get("files", []) if isinstance(f, str)]
+    except (OSError, ValueError, AttributeError):
+        return
+    root = log_dir.resolve()
+    for path in [*files, log_dir / INDEX, log_dir / SUMMARY, manifest]:
+        if path.resolve().is_relative_to(root):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+class RunLog:
+    """Writes the manifest and the line index of this launcher's run."""
+
+    def __init__(self, log_dir: str, plan: LaunchPlan, started: float) -> None:
+        self.dir = Path(log_dir)
+        self.files: List[str] = []
+        self.attempts: List[Dict[str, Any]] = []
+        topology = plan.topology
+        self.head: Dict[str, Any] = {
+            "version": 1,
+            "node": topology.node_rank,
+            "host": topology.this_node.host,
+            "framework": plan.framework,
+            "job_id": topology.job_id,
+            "started": iso(started),
+            "topology": topology.model_dump(mode="json"),
+        }
+        self.index_fd = -1
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            clear_previous_run(self.dir)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+            self.index_fd = os.open(self.dir / INDEX, flags, 0o644)
+        except OSError as exc:
+            logger.warning(f"cannot write the line index in {self.dir}: {exc}")
+
+    def attempt_started(self, number: int, children: Sequence[Child], started: float) -> None:
+        """Record an attempt's processes (and give each child its file id)."""
+        processes = []
+        for child in children:
+            if child.spec.log_file not in self.files:
+                self.files.append(child.spec.log_file)
+            child.file_id = self.files.index(child.spec.log_file)
+            spec = child.spec
+            processes.append(
+                {
+                    "file": child.file_id,
+                    "role": spec.role,
+                    "rank": spec.rank,
+                    "local_rank": spec.local_rank,
+                    "log_file": spec.log_file,
+                    "service": spec.service,
+                    "pid": child.pid,
+                }
+            )
+        self.attempts.append({"attempt": number, "started": iso(started), "processes": processes})
+        document = {**self.head, "files": self.files, "attempts": self.attempts}
+        try:
+            write_atomic(self.dir / MANIFEST, json.dumps(document, indent=1) + "\n")
+        except OSError as exc:
+            logger.warning(f"cannot write {self.dir / MANIFEST}: {exc}")
+
+    def chunk(self, child: Child, offset: int, arrived: float) -> None:
+        """A chunk of ``child``'s output is about to be written at ``offset`` of its log."""
+        if self.index_fd < 0 or child.file_id < 0:
+            return
+        try:
+            os.write(self.index_fd, RECORD.pack(child.file_id, offset, arrived))
+        except OSError as exc:  # a full disk: the index goes, the job and its logs go on
+            logger.warning(f"cannot write the line index: {exc}")
+            self.close()
+
+    def close(self) -> None:
+        if self.index_fd >= 0:
+            os.close(self.index_fd)
+            self.index_fd = -1
+
+
+def read_index(path: Path) -> List[Tuple[int, int, float]]:
+    """Every record of a line index (a record being written right now is left out)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    usable = len(data) - len(data) % RECORD.size
+    return [RECORD.unpack_from(data, at) for at in range(0, usable, RECORD.size)]
+
+
+def read_manifest(log_dir: Path) -> Optional[Dict[str, Any]]:
+    try:
+        loaded = json.loads((log_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
