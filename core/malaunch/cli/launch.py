@@ -138,6 +138,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         forward_signals=forward_signals,
         job=job,
         hang=hang,
+        tail_lines=params["tail_lines"],
     )
     return supervise(plan, options, replan=make_plan)
 

@@ -88,6 +88,13 @@ def core_options() -> List[click.Parameter]:
             metavar="LIST",
             help="Signals forwarded to every process group (e.g. add SIGUSR1).",
         ),
+        click.Option(
+            ["--tail-lines"],
+            type=Integer(0, 10_000),
+            default=20,
+            show_default=True,
+            help="Last lines of the failed rank's log shown in the summary (0: none).",
+        ),
         *job_options(),
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),

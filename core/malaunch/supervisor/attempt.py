@@ -47,6 +47,7 @@ class Attempt:
         hang: Optional[HangSettings] = None,
         fail_fast: bool = True,
         straggler_timeout: Optional[float] = None,
+        tail_lines: int = 20,
     ) -> None:
         self.loop = loop
         self.group = group
@@ -56,6 +57,7 @@ class Attempt:
         self.log_dir = log_dir
         self.fail_fast = fail_fast
         self.straggler_timeout = straggler_timeout
+        self.tail_lines = tail_lines
         self.outcome = Outcome(group.children, node=node, attempt=number)
         self.stopping = False
         self.done_reported = False
@@ -119,7 +121,7 @@ class Attempt:
         )
         self.stopping = True
         self.group.stop(signal.SIGTERM)
-        self._fail(failure_of(child))
+        self._fail(failure_of(child, self.tail_lines))
 
     def _independent_failure(self, child: Child, returncode: int) -> None:
         """simulate's node launchers: nobody is stopped; the first failure of a node's own
@@ -138,7 +140,7 @@ class Attempt:
             return
         failure = self.outcome.first_failure
         if failure is not None:
-            self._fail(failure_of(failure))
+            self._fail(failure_of(failure, self.tail_lines))
         elif not self.done_reported:
             self.done_reported = True
             self._report({"t": "done"})

@@ -87,6 +87,8 @@ class Group:
         clock = self.loop.clock
         child.returncode = returncode
         child.end_wall, child.end_mono = clock.wall(), clock.now()
+        if child.pipe_fd >= 0:
+            self._read(child)  # what it wrote before dying, so its log is whole from now on
         # Its own leftover children die with it; the group id is then free for reuse.
         _killpg(child.pid, signal.SIGKILL)
         self.reaper.forget(child.pid)

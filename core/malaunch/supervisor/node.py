@@ -228,6 +228,7 @@ class NodeRun:
             hang=self.options.hang,
             fail_fast=self.options.fail_fast,
             straggler_timeout=self.options.straggler_timeout,
+            tail_lines=self.options.tail_lines,
         )
         if error is not None:
             self.attempt.abort(error)

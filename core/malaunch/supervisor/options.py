@@ -25,6 +25,7 @@ class SuperviseOptions:
     (``simulate``'s node launchers stop themselves), with ``straggler_timeout`` as the safety
     net for those that do not. ``containment`` makes the launcher a child subreaper and puts
     the job in a cgroup of its own where it can (see :mod:`malaunch.supervisor.containment`).
+    ``tail_lines``: how many of the failed rank's last log lines the summary shows.
     """
 
     log_dir: str
@@ -41,3 +42,4 @@ class SuperviseOptions:
     fail_fast: bool = True
     straggler_timeout: Optional[float] = None
     containment: bool = True
+    tail_lines: int = 20

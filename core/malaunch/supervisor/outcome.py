@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 from malaunch.errors import ExitCode, LaunchError
 from malaunch.job.protocol import Message
 from malaunch.supervisor.spawn import Child
+from malaunch.supervisor.tail import log_tail
 
 
 def signal_name(signum: int) -> str:
@@ -37,15 +38,21 @@ def exit_code_of(returncode: int) -> int:
     return ExitCode.for_signal(-returncode) if returncode < 0 else returncode
 
 
-def failure_of(child: Child) -> Dict[str, Any]:
-    """The job channel's description of a failed process (its node is added by the sender)."""
+def failure_of(child: Child, tail_lines: int = 0) -> Dict[str, Any]:
+    """The job channel's description of a failed process (its node is added by the sender):
+    with ``tail_lines``, its log's last lines and its Python exception, for every node's
+    summary."""
     returncode = child.returncode if child.returncode is not None else 0
+    tail, exception = log_tail(child.spec.log_file, tail_lines)
     return {
         "kind": "exit",
         "rank": child.spec.rank,
         "role": child.spec.role,
         "code": exit_code_of(returncode),
         "signal": signal_name(-returncode) if returncode < 0 else None,
+        "log_file": child.spec.log_file,
+        "tail": tail,
+        "exception": exception,
     }
 
 

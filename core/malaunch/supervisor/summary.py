@@ -3,7 +3,10 @@
 JSON shape (a contract for platforms and tests)::
 
     {"exit_code": int, "node": int,
-     "first_failure": {process entry} | null,       # this node's own first failure
+     "first_failure": {process entry, "tail": [str], "exception": str | null} | null,
+                                                    # this node's own first failure, with the
+                                                    # last --tail-lines of its log and its
+                                                    # Python traceback
      "stopped_by": {failure} | null,                # why the job stopped this node (exit 75)
      "job_failure": {failure} | null,               # the job's first failure, from node 0
      "hang": {hang record} | null,                  # --hang-timeout: rank, node, seconds
@@ -14,7 +17,8 @@ JSON shape (a contract for platforms and tests)::
                     "start_time", "end_time", "log_file", "service"}]}
 
 A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent", "node", "rank",
-"role", "code", "signal"}``. ``processes`` are the last attempt's. ``exit_code`` of a process
+"role", "code", "signal"}``, and for ``exit`` also ``"log_file"``, ``"tail"`` and
+``"exception"`` as read on its node. ``processes`` are the last attempt's. ``exit_code`` of a process
 is null when it died of a signal, and ``signal`` then names it (``"SIGKILL"``); times are ISO
 8601 with the local UTC offset.
 """
@@ -33,6 +37,7 @@ from malaunch.supervisor.attempt import describe_failure
 from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
+from malaunch.supervisor.tail import log_tail
 
 SUMMARY_FILE = "malaunch-summary.json"
 FIRST_FAILURE_MARK = "<- first failure"
@@ -63,15 +68,19 @@ def process_entry(child: Child) -> Dict[str, Any]:
     }
 
 
-def build_summary(outcomes: List[Outcome]) -> Dict[str, Any]:
+def build_summary(outcomes: List[Outcome], tail_lines: int = 20) -> Dict[str, Any]:
     """The summary JSON document of a run (processes of its last attempt)."""
     last = outcomes[-1]
     failure = last.first_failure
     job_failure = last.job_failure
+    first = None
+    if failure is not None:
+        tail, exception = log_tail(failure.spec.log_file, tail_lines)
+        first = {**process_entry(failure), "tail": tail, "exception": exception}
     return {
         "exit_code": last.exit_code,
         "node": last.node,
-        "first_failure": process_entry(failure) if failure is not None else None,
+        "first_failure": first,
         "stopped_by": job_failure if last.exit_code == ExitCode.PEER_FAILED else None,
         "job_failure": job_failure,
         "hang": last.hang,
@@ -133,9 +142,9 @@ def _duration(child: Child) -> str:
     return f"{child.end_mono - child.start_mono:.2f}s"
 
 
-def report(outcomes: List[Outcome], log_dir: str) -> None:
-    """Log the table and write the JSON file."""
-    summary = build_summary(outcomes)
+def report(outcomes: List[Outcome], log_dir: str, tail_lines: int = 20) -> None:
+    """Log the table and write the JSON file; put the failure's last lines up front."""
+    summary = build_summary(outcomes, tail_lines)
     last = outcomes[-1]
     path = write_summary(log_dir, summary)
     head = f"exit code {summary['exit_code']}"
@@ -154,3 +163,25 @@ def report(outcomes: List[Outcome], log_dir: str) -> None:
         logger.info(f"  hang: {hang.get('reason', '')}; odd ranks: {named}")
     for line in table_lines(last):
         logger.info(f"  {line}")
+    _show_failure(summary.get("first_failure") or summary.get("job_failure"))
+
+
+def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
+    """The failed rank's last lines and its exception, so nobody has to find the file."""
+    if not failure or not failure.get("tail"):
+        return
+    where = describe_failure(failure) if "kind" in failure else _process_name(failure)
+    log_file = failure.get("log_file") or "its log"
+    logger.info(f"last {len(failure['tail'])} lines of {log_file} ({where}):")
+    for line in failure["tail"]:
+        logger.info(f"  | {line}")
+    if failure.get("exception") and failure["exception"] not in "\n".join(failure["tail"]):
+        logger.info("its Python exception:")
+        for line in failure["exception"].splitlines():
+            logger.info(f"  | {line}")
+
+
+def _process_name(entry: Dict[str, Any]) -> str:
+    role, rank = entry.get("role"), entry.get("rank")
+    label = "rank" if role in (None, "worker") else role
+    return f"{label} {rank}" if rank is not None else str(role)

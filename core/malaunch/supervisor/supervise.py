@@ -60,7 +60,7 @@ def supervise(
             raise
         try:
             reaper.release()  # it exits while the summary is written
-            report(outcomes, options.log_dir)
+            report(outcomes, options.log_dir, options.tail_lines)
         finally:
             reaper.close()
     last = outcomes[-1]
