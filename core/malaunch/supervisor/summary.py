@@ -16,11 +16,11 @@ JSON shape (a contract for platforms and tests)::
      "processes": [{"role", "rank", "local_rank", "pid", "exit_code", "signal",
                     "start_time", "end_time", "log_file", "service"}]}
 
-A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent", "node", "rank",
-"role", "code", "signal"}``, and for ``exit`` also ``"log_file"``, ``"tail"`` and
-``"exception"`` as read on its node. ``processes`` are the last attempt's. ``exit_code`` of a process
-is null when it died of a signal, and ``signal`` then names it (``"SIGKILL"``); times are ISO
-8601 with the local UTC offset.
+A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent", "node", "rank", "role",
+"code", "signal"}``, and for ``exit`` also ``"log_file"``, ``"tail"`` and ``"exception"`` as
+read on its node. ``processes`` are the last attempt's. ``exit_code`` of a process is null when
+it died of a signal, and ``signal`` then names it (``"SIGKILL"``); times are ISO 8601 with the
+local UTC offset.
 """
 
 from __future__ import annotations
