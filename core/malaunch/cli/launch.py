@@ -22,6 +22,7 @@ from malaunch.job.settings import JobSettings, job_settings
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
+from malaunch.supervisor.output import check_prefix_template
 from malaunch.supervisor.signals import parse_signal_names
 
 EPILOG = """\b
@@ -99,6 +100,8 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
+    if params["console_prefix"] is not None:
+        check_prefix_template(params["console_prefix"])
 
     def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
         """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
@@ -139,6 +142,8 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         job=job,
         hang=hang,
         tail_lines=params["tail_lines"],
+        console_prefix=params["console_prefix"],
+        console_dedup=params["console_dedup"],
     )
     return supervise(plan, options, replan=make_plan)
 

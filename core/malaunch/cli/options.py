@@ -89,6 +89,17 @@ def core_options() -> List[click.Parameter]:
             help="Signals forwarded to every process group (e.g. add SIGUSR1).",
         ),
         click.Option(
+            ["--console-prefix"],
+            metavar="TEMPLATE",
+            help="Console prefix from {node}, {host}, {rank}, {local_rank}, {role}, e.g. "
+            "'[{host} {rank}] ' [default: [rank N] ]",
+        ),
+        click.Option(
+            ["--console-dedup"],
+            is_flag=True,
+            help="Print identical lines of many ranks once, as [ranks 0-7] (logs keep all).",
+        ),
+        click.Option(
             ["--tail-lines"],
             type=Integer(0, 10_000),
             default=20,

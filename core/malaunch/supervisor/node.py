@@ -23,14 +23,21 @@ from malaunch.job.coordinator import Coordinator
 from malaunch.job.protocol import Message
 from malaunch.job.server import ChannelServer
 from malaunch.log import logger
-from malaunch.models import LaunchPlan
+from malaunch.models import LaunchPlan, ProcessSpec
 from malaunch.net import free_port
 from malaunch.supervisor.attempt import Attempt, describe_failure
 from malaunch.supervisor.containment import Containment
+from malaunch.supervisor.dedup import Deduper, DedupRelay
 from malaunch.supervisor.group import Group
 from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
-from malaunch.supervisor.output import ConsoleWriter, LineRelay, RankSelection, console_prefix
+from malaunch.supervisor.output import (
+    ConsoleWriter,
+    LineRelay,
+    RankSelection,
+    console_prefix,
+    describe,
+)
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
@@ -76,6 +83,7 @@ class NodeRun:
         self.started = self.loop.now()
         self.containment = containment
         self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall())
+        self.deduper = Deduper(self.loop, console) if options.console_dedup else None
 
     # -- the whole run --------------------------------------------------------------------
 
@@ -246,11 +254,7 @@ class NodeRun:
                 os.getpid(), self.wakeup.handled, mask, self.containment.join_file
             )
             for spec in plan.processes:
-                relay = (
-                    LineRelay(console_prefix(spec), self.console)
-                    if self.selection.selects(spec)
-                    else None
-                )
+                relay = self._relay(spec) if self.selection.selects(spec) else None
                 try:
                     child = spawn(
                         spec,
@@ -266,6 +270,18 @@ class NodeRun:
                 self.reaper.watch(child.pid)
                 children.append(child)
         return children, None
+
+    def _relay(self, spec: ProcessSpec) -> LineRelay:
+        """What copies a process's lines to the console (through the deduper with dedup)."""
+        if self.deduper is not None:
+            label = describe(spec)
+            key = (0, spec.rank, "") if spec.rank is not None else (1, 0, label)
+            return DedupRelay((key, label), self.deduper)
+        topology = self.plan.topology
+        prefix = console_prefix(
+            spec, self.options.console_prefix, node=topology.node_rank, host=topology.this_node.host
+        )
+        return LineRelay(prefix, self.console)
 
     def _extra_env(self) -> Dict[str, str]:
         hang = self.options.hang
@@ -354,6 +370,8 @@ class NodeRun:
         self.loop.call_later(PROGRESS_EVERY, self._join_progress)
 
     def _close(self) -> None:
+        if self.deduper is not None:
+            self.deduper.flush()
         if self.attempt is not None:
             self.attempt.group.kill()
             self.attempt.group.close()

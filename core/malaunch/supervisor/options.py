@@ -26,6 +26,8 @@ class SuperviseOptions:
     net for those that do not. ``containment`` makes the launcher a child subreaper and puts
     the job in a cgroup of its own where it can (see :mod:`malaunch.supervisor.containment`).
     ``tail_lines``: how many of the failed rank's last log lines the summary shows.
+    ``console_prefix``: a template with ``{node}``, ``{host}``, ``{rank}``, ``{local_rank}``,
+    ``{role}`` (None: ``[rank N]``); ``console_dedup``: fold identical lines of many ranks.
     """
 
     log_dir: str
@@ -43,3 +45,5 @@ class SuperviseOptions:
     straggler_timeout: Optional[float] = None
     containment: bool = True
     tail_lines: int = 20
+    console_prefix: Optional[str] = None
+    console_dedup: bool = False

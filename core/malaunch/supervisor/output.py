@@ -10,8 +10,9 @@ launcher the bottleneck of a chatty job.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, Optional
 
+from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
 from malaunch.rankspec import RankSpec, parse_rank_spec
 
@@ -49,9 +50,37 @@ def describe(spec: ProcessSpec) -> str:
     return spec.role
 
 
-def console_prefix(spec: ProcessSpec) -> bytes:
-    """The console prefix of a process's lines, e.g. ``b"[rank 3] "`` or ``b"[scheduler] "``."""
-    return f"[{describe(spec)}] ".encode()
+PREFIX_FIELDS = ("node", "host", "rank", "local_rank", "role")
+
+
+def console_prefix(spec: ProcessSpec, template: Optional[str] = None, **fields: object) -> bytes:
+    """The console prefix of a process's lines: ``b"[rank 3] "`` or ``b"[scheduler] "`` by
+    default; with ``--console-prefix``, its template filled with the process's ``node``,
+    ``host``, ``rank``, ``local_rank`` and ``role`` (``-`` for a missing rank)."""
+    if template is None:
+        return f"[{describe(spec)}] ".encode()
+    values = {
+        "rank": "-" if spec.rank is None else spec.rank,
+        "local_rank": "-" if spec.local_rank is None else spec.local_rank,
+        "role": spec.role,
+        **fields,
+    }
+    return template.format(**values).encode()
+
+
+def check_prefix_template(template: str) -> str:
+    """``--console-prefix``: only the documented fields, and a template that formats."""
+    sample = {name: 0 for name in PREFIX_FIELDS}
+    try:
+        template.format(**sample)
+    except KeyError as exc:
+        known = ", ".join("{" + name + "}" for name in PREFIX_FIELDS)
+        msg = f"--console-prefix {template!r}: unknown field {{{exc.args[0]}}} (known: {known})"
+        raise UsageError(msg) from None
+    except (ValueError, IndexError) as exc:
+        msg = f"--console-prefix {template!r}: {exc}"
+        raise UsageError(msg) from None
+    return template
 
 
 class LineRelay:
