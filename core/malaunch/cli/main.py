@@ -9,6 +9,7 @@ the launch command (:mod:`malaunch.cli.launch`).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import sys
 import traceback
@@ -19,7 +20,7 @@ import click
 from malaunch import __version__, log
 from malaunch.cli.launch import build_launch_command
 from malaunch.cli.options import ENV_PREFIX
-from malaunch.errors import ExitCode, MalaunchError
+from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
 
 TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate")
@@ -52,6 +53,8 @@ def _run(args: List[str]) -> int:
     if args and args[0] == "--version":
         click.echo(f"malaunch {__version__}")
         return ExitCode.OK
+    if args and args[0] not in TOOL_COMMANDS:
+        _refuse_a_mistyped_command(args[0])
     if args and args[0] in TOOL_COMMANDS:
         from malaunch.cli.tools import tools  # noqa: PLC0415 (keep the launch path light)
 
@@ -61,6 +64,20 @@ def _run(args: List[str]) -> int:
         command = build_launch_command(plugins)
         result = command.main(args, prog_name="malaunch", standalone_mode=False)
     return int(result) if isinstance(result, int) else ExitCode.OK
+
+
+def _refuse_a_mistyped_command(word: str) -> None:
+    """``malaunch topologyy`` is a typo of a command, not a job to launch: with
+    ``MALAUNCH_FRAMEWORK`` set it would otherwise run ``topologyy`` as the job's program."""
+    if word.startswith("-") or "/" in word:
+        return
+    close = difflib.get_close_matches(word, TOOL_COMMANDS, n=1, cutoff=0.75)
+    if close:
+        msg = (
+            f"unknown command {word!r}: did you mean `malaunch {close[0]}`? (a job's own "
+            "command goes after the options and --)"
+        )
+        raise UsageError(msg)
 
 
 def run(argv: Optional[Sequence[str]] = None) -> int:

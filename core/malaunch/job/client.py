@@ -1,9 +1,9 @@
 """The end of the job channel on nodes 1..N-1: reach node 0, prove the token, report, obey.
 
 Node launchers start in any order and node 0's may come up last, so :meth:`ChannelClient.join`
-retries until ``--wait-timeout``, saying every :data:`PROGRESS_EVERY` seconds what it waits
-for. Once joined, the client and node 0 exchange a heartbeat every fifth of the heartbeat
-timeout; end of file without ``bye``, or silence past the timeout, means node 0 is lost.
+retries until ``--wait-timeout``, saying what it waits for (:mod:`malaunch.progress`). Once
+joined, the client and node 0 exchange a heartbeat every fifth of the heartbeat timeout; end of
+file without ``bye``, or silence past the timeout, means node 0 is lost.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from malaunch.job.protocol import (
 )
 from malaunch.job.settings import JobSettings
 from malaunch.log import logger
+from malaunch.progress import Waiting
 
 CONNECT_TIMEOUT = 2.0
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s between attempts
-PROGRESS_EVERY = 10.0
 RECV_CHUNK = 65536
 
 
@@ -60,34 +60,30 @@ class ChannelClient:
         """
         settings = self.settings
         where = f"{settings.host}:{settings.port}"
-        started = time.monotonic()
-        deadline = started + settings.wait_timeout
-        next_progress = started + PROGRESS_EVERY
+        deadline = time.monotonic() + settings.wait_timeout
         last_error = "no answer yet"
         tries = 0
-        while not interrupted():
-            try:
-                self.sock = self._handshake()
-                break
-            except (OSError, ProtocolError, ValueError) as exc:
-                last_error = str(exc) or type(exc).__name__
-            now = time.monotonic()
-            if now >= deadline:
-                msg = (
-                    f"node 0's launcher at {where} (job channel, --job-port) did not accept "
-                    f"node {settings.node_rank} within {settings.wait_timeout:g}s: {last_error}"
-                )
-                raise PeerError(msg)
-            if now >= next_progress:
-                waited = now - started
-                logger.info(
-                    f"waiting for node 0's launcher at {where}: {waited:.0f}s of "
-                    f"{settings.wait_timeout:g}s ({last_error})"
-                )
-                next_progress = now + PROGRESS_EVERY
-            delay = RETRY_DELAYS[min(tries, len(RETRY_DELAYS) - 1)]
-            tries += 1
-            time.sleep(min(delay, max(0.0, deadline - now)))
+        waiting = Waiting(f"node 0's launcher at {where} (job channel)")
+        try:
+            while not interrupted():
+                try:
+                    self.sock = self._handshake()
+                    break
+                except (OSError, ProtocolError, ValueError) as exc:
+                    last_error = str(exc) or type(exc).__name__
+                now = time.monotonic()
+                if now >= deadline:
+                    msg = (
+                        f"node 0's launcher at {where} (job channel, --job-port) did not accept "
+                        f"node {settings.node_rank} within {settings.wait_timeout:g}s: {last_error}"
+                    )
+                    raise PeerError(msg)
+                waiting.update(last_error, settings.wait_timeout)
+                delay = RETRY_DELAYS[min(tries, len(RETRY_DELAYS) - 1)]
+                tries += 1
+                time.sleep(min(delay, max(0.0, deadline - now)))
+        finally:
+            waiting.done()
         if self.sock is None:
             return
         self.last_seen = self.loop.now()

@@ -155,6 +155,8 @@ def report(outcomes: List[Outcome], log_dir: str, tail_lines: int = 20) -> None:
     restarts = summary["restarts"]
     if restarts:
         head += f", after {restarts} restart{'s' if restarts > 1 else ''}"
+    if not last.children:
+        return  # nothing started: the error that says why is the one line to read
     logger.info(f"summary: {head}" + (f" ({path})" if path else ""))
     hang = summary["hang"]
     if hang is not None:

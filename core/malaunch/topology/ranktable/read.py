@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Union
 
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.files import NotAFile, TooLarge, read_regular
+from malaunch.progress import Waiting
 from malaunch.topology.ranktable.schema import MISSING, gc_paused, shown
 
 DIRECTORY_FILES = ("jobstart_hccl.json", "hccl.json")
@@ -135,20 +136,25 @@ def wait_ready(
     poll = max(poll_interval, MIN_POLL)
     deadline = clock() + timeout
     reason: Optional[str] = None
-    while True:
-        found = _look(location)
-        if isinstance(found, Ready):
-            sleep(poll)
-            if _same_bytes(found.path, found.raw):
-                return found
-            reason = "the file changed between two reads (still being written)"
-        else:
-            reason = found.reason
-        remaining = deadline - clock()
-        if remaining <= 0:
-            msg = (
-                f"rank table {location.path} ({location.origin}) not ready after {timeout:g}s: "
-                f"{reason} (see --wait-timeout)"
-            )
-            raise NotReadyError(msg)
-        sleep(min(poll, remaining))
+    waiting = Waiting(f"rank table {location.path} ({location.origin})", clock=clock)
+    try:
+        while True:
+            found = _look(location)
+            if isinstance(found, Ready):
+                sleep(poll)
+                if _same_bytes(found.path, found.raw):
+                    return found
+                reason = "the file changed between two reads (still being written)"
+            else:
+                reason = found.reason
+            remaining = deadline - clock()
+            if remaining <= 0:
+                msg = (
+                    f"rank table {location.path} ({location.origin}) not ready after "
+                    f"{timeout:g}s: {reason} (see --wait-timeout)"
+                )
+                raise NotReadyError(msg)
+            waiting.update(reason, timeout)
+            sleep(min(poll, remaining))
+    finally:
+        waiting.done()

@@ -1,0 +1,67 @@
+"""Saying what the launcher waits for, and for how long.
+
+A wait that prints nothing looks like a hang: a rank table that never completes used to give
+600 s of silence, then exit 69. While the launcher waits (for the rank table, for the other
+node launchers, for data), it shows one live line on a terminal, rewritten in place at most
+twice a second, and in a log (not a terminal) one line every :data:`EVERY` seconds. A wait
+that ends within :data:`QUIET` seconds says nothing: most do.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Optional, TextIO
+
+from malaunch.log import logger
+
+EVERY = 10.0
+QUIET = 2.0
+LIVE_EVERY = 0.5
+
+
+class Waiting:
+    """One wait: call :meth:`update` as often as convenient, :meth:`done` at the end."""
+
+    def __init__(
+        self,
+        what: str,
+        stream: Optional[TextIO] = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what = what
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock
+        self.started = clock()
+        self.live = _is_terminal(self.stream)
+        self.next_line = self.started + QUIET
+        self.shown = False
+
+    def update(self, detail: str, limit: Optional[float] = None) -> None:
+        """The wait goes on because of ``detail``; ``limit``: the deadline in seconds."""
+        now = self.clock()
+        if now < self.next_line:
+            return
+        waited = now - self.started
+        of = f" of {limit:g}" if limit is not None else ""
+        text = f"waiting for {self.what}: {waited:.0f}s{of} ({detail})"
+        if self.live:
+            self.stream.write(f"\r\x1b[Kmalaunch: {text}")
+            self.stream.flush()
+            self.next_line = now + LIVE_EVERY
+        else:
+            logger.info(text)
+            self.next_line = now + EVERY
+        self.shown = True
+
+    def done(self) -> None:
+        if self.live and self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,71 @@
+"""What got in a new user's way: a silent wait, an error buried under an empty table, a typo
+of a subcommand run as a job, old node folders mixed with a new simulation."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from malaunch.testing import clean_env, run_cli
+
+
+def test_waiting_for_a_rank_table_says_what_and_how_long(tmp_path: Path) -> None:
+    env = clean_env({"RANK_TABLE_FILE": str(tmp_path / "nope" / "hccl.json")})
+    args = ["--framework", "mindspore", "--wait-timeout", "3", "--", "python", "t.py"]
+    result = run_cli(args, env=env, cwd=tmp_path)
+    assert result.code == 69
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        f"malaunch: info: waiting for rank table {tmp_path}/nope/hccl.json (from "
+        "RANK_TABLE_FILE): 2s of 3 (the file does not exist)"
+    )
+    assert lines[-1].startswith("malaunch: error: rank table")
+
+
+def test_a_program_that_cannot_start_is_one_error_line(tmp_path: Path) -> None:
+    result = run_cli(["--framework", "torch_ddp", "--", str(tmp_path / "missing")], cwd=tmp_path)
+    assert result.code == 71
+    assert result.stderr == (
+        f"malaunch: error: cannot start rank 0: '{tmp_path}/missing': No such file or directory\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("word", "meant"), [("topologyy", "topology"), ("plugin", "plugins"), ("simulat", "simulate")]
+)
+def test_a_mistyped_subcommand_gets_did_you_mean(tmp_path: Path, word: str, meant: str) -> None:
+    # With MALAUNCH_FRAMEWORK set, the typo used to be started as the job's program.
+    env = clean_env({"MALAUNCH_FRAMEWORK": "torch_ddp"})
+    result = run_cli([word], env=env, cwd=tmp_path)
+    assert result.code == 64
+    assert result.stderr == (
+        f"malaunch: error: unknown command {word!r}: did you mean `malaunch {meant}`? (a job's "
+        "own command goes after the options and --)\n"
+    )
+
+
+def test_a_smaller_simulation_leaves_no_old_node_folder(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+
+    def simulate(nodes: int) -> None:
+        args = ["simulate", "--nodes", str(nodes), "--platform", "volcano"]
+        args += ["--framework", "torch_ddp", "--log-dir", str(logs)]
+        args += ["--", sys.executable, "-c", "print(1)"]
+        result = run_cli(args, cwd=tmp_path)
+        assert result.code == 0, result.stderr
+
+    simulate(3)
+    assert sorted(p.name for p in logs.glob("node-*")) == [
+        "node-0", "node-0.log", "node-1", "node-1.log", "node-2", "node-2.log",
+    ]  # fmt: skip
+    (logs / "node-1" / "worker-9.log").write_text("a file of a run before the last\n")
+    simulate(2)
+    assert sorted(p.name for p in logs.glob("node-*")) == [
+        "node-0", "node-0.log", "node-1", "node-1.log",
+    ]  # fmt: skip
+    # Each node launcher cleared what its previous run listed, and nothing else.
+    assert sorted(p.name for p in (logs / "node-1").glob("*.log")) == [
+        "worker-1.log", "worker-9.log",
+    ]  # fmt: skip
