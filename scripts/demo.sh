@@ -4,14 +4,19 @@
 # launcher per node, exactly as the platform would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 VENV=${VENV:-.venv}
-PYTHON=${PYTHON:-python3.11}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 if [ ! -x "$VENV/bin/python" ]; then
+  PYTHON=$(pick_python)
+  say "creating the virtualenv $VENV with $PYTHON"
   "$PYTHON" -m venv "$VENV"
 fi
 VENV=$(cd "$VENV" && pwd)
+require_311 "$VENV/bin/python"
+say "installing malaunch and PyTorch (CPU) into $VENV (a few seconds once cached)"
 "$VENV/bin/python" -m pip install -q ".[torch]"
+say "running a 2-node x 2-process PyTorch DDP job with malaunch simulate (logs in ${LOG_DIR:-malaunch-logs/demo})"
 # The job's `python` is the virtualenv's, as it would be in an image with malaunch installed.
 export PATH="$VENV/bin:$PATH"
 exec malaunch simulate --nodes 2 --nproc-per-node 2 --platform octopus --framework torch_ddp \

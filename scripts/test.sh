@@ -6,18 +6,25 @@
 #   bash scripts/test.sh                 # everything
 #   bash scripts/test.sh -m "not frameworks"   # skip the real framework jobs (fast)
 #
-# VENV (default .venv) picks the virtualenv; PYTHON (default python3.11) the interpreter
-# that creates it. The frameworks need Python 3.11: the torch==2.13.0 CPU wheel is built for it.
+# VENV (default .venv) picks the virtualenv; PYTHON (default: Python 3.11, found with pyenv or
+# on PATH) the interpreter that creates it. The frameworks need Python 3.11: the torch==2.13.0
+# CPU wheel is built for it, and any other Python is refused rather than fetching a CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 VENV=${VENV:-.venv}
-PYTHON=${PYTHON:-python3.11}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 if [ ! -x "$VENV/bin/python" ]; then
+  PYTHON=$(pick_python)
+  say "creating the virtualenv $VENV with $PYTHON"
   "$PYTHON" -m venv "$VENV"
 fi
+require_311 "$VENV/bin/python"
 # torch is pinned in the extra: never let the resolver pick a newer (CUDA, several GB) build.
+say "installing malaunch with the test tools and PyTorch, TensorFlow and MindSpore (CPU) into $VENV (about a minute; more the first time)"
 "$VENV/bin/python" -m pip install -q ".[dev,torch,tensorflow,mindspore,stacks]"
+say "installing the example third-party plugin"
 "$VENV/bin/python" -m pip install -q ./examples/malaunch-example-plugin
+say "running the tests: pytest $*"
 exec "$VENV/bin/python" -m pytest "$@"
