@@ -8,7 +8,8 @@ Prints a markdown table (median of ``--reps`` runs per cell). Launchers:
 - malaunch: the installed command, ``malaunch --framework torch_ddp --topology local``;
 - supervise(): ``supervise()`` called from a minimal script (the supervisor without the CLI);
 - torchrun: ``torchrun --standalone --no-python`` from a venv with torch (``--torchrun`` or
-  ``$BENCH_TORCHRUN``, default /tmp/fwvenv/bin/torchrun); its columns are skipped if absent.
+  ``$BENCH_TORCHRUN``, a path or a name on PATH, default the ``torchrun`` beside this
+  interpreter); its columns are skipped if absent.
 
 Every launcher runs the same worker script with the same interpreter (``python -S``). Workers
 write a start stamp (wall time, pid, child pid) into a directory, so "started" is measured where
@@ -465,9 +466,8 @@ FLOOR_ROWS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--torchrun", default=os.environ.get("BENCH_TORCHRUN", "/tmp/fwvenv/bin/torchrun")
-    )
+    beside = str(Path(sys.executable).with_name("torchrun"))  # the venv's own, if torch is in it
+    parser.add_argument("--torchrun", default=os.environ.get("BENCH_TORCHRUN", beside))
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--idle", type=float, default=3.0, help="idle CPU window, seconds")
     parser.add_argument(
@@ -481,8 +481,10 @@ def main() -> None:
         "supervise()": driver_argv,
     }
     notes = []
-    if shutil.which(args.torchrun):
-        launchers["torchrun"] = torchrun_argv(args.torchrun)
+    # Resolved now: the launchers run in a work directory, where a relative path means nothing.
+    torchrun = shutil.which(args.torchrun)
+    if torchrun is not None:
+        launchers["torchrun"] = torchrun_argv(str(Path(torchrun).absolute()))
     else:
         notes.append(f"torchrun columns skipped: {args.torchrun} not found (--torchrun PATH)")
     if args.only:
