@@ -192,6 +192,13 @@ def malaunch_argv(run: Run, grace: float) -> List[str]:
     ]
 
 
+def dedup_argv(run: Run, grace: float) -> List[str]:
+    """malaunch with --console-dedup and a --console-prefix template: the per-line path."""
+    argv = malaunch_argv(run, grace)
+    at = argv.index("--")
+    return [*argv[:at], "--console-dedup", "--console-prefix", "[{node}/{rank}] ", *argv[at:]]
+
+
 DRIVER = """
 import sys
 from loguru import logger
@@ -361,15 +368,21 @@ class Bench:
             run.cleanup()
 
     def lines(self) -> tuple[float, int]:
-        """Seconds for 4 workers x 200,000 lines, and how many lines are missing."""
+        """Seconds for 4 workers x 200,000 lines, and how many lines are missing or garbled:
+        every log must hold its rank's lines exactly, in order; a launcher's console copy
+        (prefixed, deduplicated or not) must hold every line once."""
         with tempfile.TemporaryFile(dir=self.workdir) as console:
             run = self.launch("lines", 4, stdout=console.fileno())
             try:
                 self.finish(run)
                 wall = time.time() - run.t0
                 logs = [p for p in run.logs.rglob("*.log") if p.is_file()]
-                count = sum(p.read_bytes().count(b"\n") for p in logs)
-                return wall, 4 * LINES - count
+                bad = 4 * LINES - sum(_good_lines(p.read_bytes()) for p in logs)
+                console.seek(0)
+                copy = console.read()
+                if copy:  # floor and torchrun --redirects leave no console copy
+                    bad += 4 * LINES - _console_lines(copy)
+                return wall, bad
             finally:
                 run.cleanup()
 
@@ -396,6 +409,26 @@ class Bench:
 
 
 # -- the table ------------------------------------------------------------------------------
+
+
+def _good_lines(log: bytes) -> int:
+    """Lines of one rank's log that are exactly ``rank R line I``, I counting up from 0."""
+    lines = log.split(b"\n")[:-1]
+    if not lines:
+        return 0
+    rank = lines[0].split(b" ")[1]
+    expected = (b"rank %s line %d" % (rank, i) for i in range(len(lines)))
+    return sum(1 for line, want in zip(lines, expected) if line == want)
+
+
+def _console_lines(copy: bytes) -> int:
+    """Console lines that end in a whole ``rank R line I`` (after any prefix), each counted once."""
+    seen = set()
+    for line in copy.split(b"\n"):
+        at = line.find(b"rank ")
+        if at >= 0 and line.count(b" line ") == 1:
+            seen.add(line[at:])
+    return len(seen)
 
 
 def median(values: List[float]) -> float:
@@ -471,13 +504,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--idle", type=float, default=3.0, help="idle CPU window, seconds")
     parser.add_argument(
-        "--only", help="comma-separated launchers: floor,malaunch,supervise,torchrun"
+        "--only",
+        help="comma-separated launchers: floor,malaunch,malaunch dedup+prefix,supervise,torchrun",
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-supervisor-"))
     launchers: Dict[str, Optional[Argv]] = {
         "floor": None,
         "malaunch": malaunch_argv,
+        "malaunch dedup+prefix": dedup_argv,
         "supervise()": driver_argv,
     }
     notes = []
