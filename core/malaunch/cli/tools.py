@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from malaunch.cli.logs import logs_command
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds
@@ -25,6 +26,9 @@ from malaunch.topology.ranktable import generate, source
 )
 def tools() -> None:
     """malaunch's commands besides launching."""
+
+
+tools.add_command(logs_command)
 
 
 def plugin_rows(plugins: PluginSet) -> List[Dict[str, Any]]:

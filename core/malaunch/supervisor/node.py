@@ -1,12 +1,10 @@
 """This node's part of the job, from the first attempt to the last: one event loop for the
 signals, the job channel, the heartbeats and each attempt's processes.
 
-The job's decisions are the :class:`~malaunch.job.coordinator.Coordinator`'s. On a one-node
-job and on node 0 it runs here, and its commands reach this node on the next loop round (never
-re-entrantly); node 0 also serves the job channel. Other nodes join node 0 first and then do
-what it says. Either way this module only starts attempts when told ``start``, hands local
-events to the :class:`~malaunch.supervisor.attempt.Attempt`, and ends when an attempt is over
-with a final verdict.
+The job's decisions are the :class:`~malaunch.job.coordinator.Coordinator`'s, reached through
+the :class:`~malaunch.supervisor.link.JobLink`. This module only starts attempts when told
+``start``, hands local events to the :class:`~malaunch.supervisor.attempt.Attempt`, and ends
+when an attempt is over with a final verdict.
 """
 
 from __future__ import annotations
@@ -18,17 +16,14 @@ from typing import Callable, Dict, List, Optional, Tuple
 from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
 from malaunch.events import EventLoop
 from malaunch.hang.heartbeat import HeartbeatSocket
-from malaunch.job.client import ChannelClient
-from malaunch.job.coordinator import Coordinator
 from malaunch.job.protocol import Message
-from malaunch.job.server import ChannelServer
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
-from malaunch.net import free_port
 from malaunch.supervisor.attempt import Attempt, describe_failure
 from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.dedup import Deduper, DedupRelay
 from malaunch.supervisor.group import Group
+from malaunch.supervisor.link import JobLink
 from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import (
@@ -44,7 +39,6 @@ from malaunch.supervisor.signals import TERMINATING, SignalWakeup
 from malaunch.supervisor.spawn import Child, make_child_setup, spawn
 
 Replan = Callable[[int, Optional[int]], LaunchPlan]
-PROGRESS_EVERY = 10.0
 
 
 class NodeRun:
@@ -76,11 +70,8 @@ class NodeRun:
         self.error: Optional[MalaunchError] = None
         self.finished = False
         self.pending_signals: List[int] = []
-        self.coordinator: Optional[Coordinator] = None
-        self.server: Optional[ChannelServer] = None
-        self.client: Optional[ChannelClient] = None
         self.heartbeat: Optional[HeartbeatSocket] = None
-        self.started = self.loop.now()
+        self.link = JobLink(self.loop, options, plan.topology, self.node, self._on_command)
         self.containment = containment
         self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall())
         self.deduper = Deduper(self.loop, console) if options.console_dedup else None
@@ -92,41 +83,15 @@ class NodeRun:
         try:
             if self.options.hang is not None:
                 self.heartbeat = HeartbeatSocket(self.loop, self._on_beat)
-            self._connect()
+            self.link.connect(self._on_lost, self._interrupted)
+            if self.pending_signals:  # a signal while this node waited to join node 0
+                self._signalled_between_attempts(self.pending_signals[0])
             self.loop.run_until(self._step)
         finally:
             self._close()
         if self.error is not None:
             raise self.error
         return self.outcomes
-
-    def _connect(self) -> None:
-        settings = self.options.job
-        if settings is not None and not settings.serves:
-            self.client = ChannelClient(self.loop, settings, self._on_command, self._on_lost)
-            self.client.join(self._interrupted)
-            if self.pending_signals:
-                self._signalled_between_attempts(self.pending_signals[0])
-            return
-        nnodes = 1 if settings is None else settings.nnodes
-        self.coordinator = Coordinator(
-            nnodes,
-            self.options.restart,
-            transport=self,
-            scheduler=self.loop,
-            restart_overrides=self._restart_overrides,
-        )
-        if settings is not None:
-            self.server = ChannelServer(
-                self.loop,
-                settings,
-                on_join=self.coordinator.join,
-                on_report=self.coordinator.report,
-                on_lost=self.coordinator.lost,
-            )
-            self.loop.call_later(settings.wait_timeout, self.coordinator.join_timed_out)
-            self.loop.call_later(PROGRESS_EVERY, self._join_progress)
-        self.coordinator.join(0)
 
     def _step(self) -> bool:
         """After each round of events: move the attempt along; True once the run is over."""
@@ -145,19 +110,6 @@ class NodeRun:
         return self.finished
 
     # -- the job's commands ---------------------------------------------------------------
-
-    def broadcast(self, message: Message) -> None:
-        """The coordinator's commands: to the other nodes now, to this node next round."""
-        if self.server is not None:
-            self.server.broadcast(message)
-        self.loop.call_later(0, lambda: self._on_command(message))
-
-    def _report(self, message: Message) -> None:
-        if self.client is not None:
-            self.client.send(message)
-        elif self.coordinator is not None:
-            coordinator = self.coordinator
-            self.loop.call_later(0, lambda: coordinator.report(self.node, message))
 
     def _on_command(self, message: Message) -> None:
         kind = message.get("t")
@@ -194,15 +146,6 @@ class NodeRun:
             self.outcomes.append(Outcome([], node=self.node, verdict=message))
         self.finished = True
 
-    def _restart_overrides(self, attempt: int) -> Dict[str, object]:
-        """A fresh rendezvous port for the next attempt, when this node hosts the rendezvous:
-        a straggler of the last attempt can then never meet the new one."""
-        topology = self.plan.topology
-        if topology.master_port is None or topology.master_addr != topology.nodes[0].host:
-            return {}
-        del attempt
-        return {"master_port": free_port("0.0.0.0")}
-
     # -- attempts -------------------------------------------------------------------------
 
     def _start(self, message: Message) -> None:
@@ -231,7 +174,7 @@ class NodeRun:
             group,
             node=self.node,
             number=number,
-            report=self._report,
+            report=self.link.report,
             log_dir=self.options.log_dir,
             hang=self.options.hang,
             fail_fast=self.options.fail_fast,
@@ -329,8 +272,10 @@ class NodeRun:
             "code": code,
             "signal": signal.Signals(signum).name,
         }
-        number = self.coordinator.attempt if self.coordinator is not None else -1
-        self._report({"t": "failed", "attempt": number, "failure": {**failure, "node": self.node}})
+        number = self.link.attempt
+        self.link.report(
+            {"t": "failed", "attempt": number, "failure": {**failure, "node": self.node}}
+        )
         self.outcomes.append(
             Outcome([], node=self.node, launcher_signal=signum, verdict={"t": "stop"})
         )
@@ -356,19 +301,6 @@ class NodeRun:
             child.last_activity = now
             child.heard_from = True
 
-    def _join_progress(self) -> None:
-        coordinator = self.coordinator
-        settings = self.options.job
-        if coordinator is None or settings is None or coordinator.phase != "joining":
-            return
-        missing = ", ".join(str(node) for node in coordinator.missing())
-        waited = self.loop.now() - self.started
-        logger.info(
-            f"waiting for node launchers {missing} to join the job channel on port "
-            f"{settings.port}: {waited:.0f}s of {settings.wait_timeout:g}s"
-        )
-        self.loop.call_later(PROGRESS_EVERY, self._join_progress)
-
     def _close(self) -> None:
         if self.deduper is not None:
             self.deduper.flush()
@@ -377,10 +309,7 @@ class NodeRun:
             self.attempt.group.close()
         self.containment.close(self._known())
         self.runlog.close()
-        if self.client is not None:
-            self.client.close()
-        if self.server is not None:
-            self.server.close()
+        self.link.close()
         if self.heartbeat is not None:
             self.heartbeat.close()
         self.loop.close()

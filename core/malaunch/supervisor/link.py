@@ -1,0 +1,120 @@
+"""A node's link to the job's decisions: the in-process coordinator, node 0's channel server,
+or the other nodes' client.
+
+On a one-node job and on node 0 the :class:`~malaunch.job.coordinator.Coordinator` runs here:
+its commands reach this node on the next loop round, never re-entrantly, and node 0 also serves
+the job channel. Other nodes join node 0 first, then hear its commands through the client.
+Whichever it is, the node sees two calls: :meth:`JobLink.report` to tell the job, and the
+``on_command`` callback the job calls back.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional
+
+from malaunch.events import EventLoop
+from malaunch.job.client import ChannelClient
+from malaunch.job.coordinator import Coordinator
+from malaunch.job.protocol import Message
+from malaunch.job.server import ChannelServer
+from malaunch.log import logger
+from malaunch.models import Topology
+from malaunch.net import free_port
+from malaunch.supervisor.options import SuperviseOptions
+
+PROGRESS_EVERY = 10.0
+
+
+class JobLink:
+    """How this node reports to the job and hears back from it."""
+
+    def __init__(
+        self,
+        loop: EventLoop,
+        options: SuperviseOptions,
+        topology: Topology,
+        node: int,
+        on_command: Callable[[Message], None],
+    ) -> None:
+        self.loop = loop
+        self.options = options
+        self.topology = topology
+        self.node = node
+        self.on_command = on_command
+        self.coordinator: Optional[Coordinator] = None
+        self.server: Optional[ChannelServer] = None
+        self.client: Optional[ChannelClient] = None
+        self.started = loop.now()
+
+    @property
+    def attempt(self) -> int:
+        """The attempt the job is at, as far as this node knows (-1 before the start)."""
+        return self.coordinator.attempt if self.coordinator is not None else -1
+
+    def connect(self, on_lost: Callable[[str], None], interrupted: Callable[[], bool]) -> None:
+        """Join node 0 (other nodes), or set up the coordinator (node 0, one-node jobs)."""
+        settings = self.options.job
+        if settings is not None and not settings.serves:
+            self.client = ChannelClient(self.loop, settings, self.on_command, on_lost)
+            self.client.join(interrupted)
+            return
+        self.coordinator = Coordinator(
+            1 if settings is None else settings.nnodes,
+            self.options.restart,
+            transport=self,
+            scheduler=self.loop,
+            restart_overrides=self._restart_overrides,
+        )
+        if settings is not None:
+            self.server = ChannelServer(
+                self.loop,
+                settings,
+                on_join=self.coordinator.join,
+                on_report=self.coordinator.report,
+                on_lost=self.coordinator.lost,
+            )
+            self.loop.call_later(settings.wait_timeout, self.coordinator.join_timed_out)
+            self.loop.call_later(PROGRESS_EVERY, self._join_progress)
+        self.coordinator.join(0)
+
+    def broadcast(self, message: Message) -> None:
+        """The coordinator's commands: to the other nodes now, to this node next round."""
+        if self.server is not None:
+            self.server.broadcast(message)
+        self.loop.call_later(0, lambda: self.on_command(message))
+
+    def report(self, message: Message) -> None:
+        """Tell the job (node 0's coordinator, wherever it runs)."""
+        if self.client is not None:
+            self.client.send(message)
+        elif self.coordinator is not None:
+            coordinator = self.coordinator
+            self.loop.call_later(0, lambda: coordinator.report(self.node, message))
+
+    def _restart_overrides(self, attempt: int) -> Dict[str, object]:
+        """A fresh rendezvous port for the next attempt, when this node hosts the rendezvous:
+        a straggler of the last attempt can then never meet the new one."""
+        del attempt
+        topology = self.topology
+        if topology.master_port is None or topology.master_addr != topology.nodes[0].host:
+            return {}
+        return {"master_port": free_port("0.0.0.0")}
+
+    def _join_progress(self) -> None:
+        coordinator = self.coordinator
+        settings = self.options.job
+        if coordinator is None or settings is None or coordinator.phase != "joining":
+            return
+        missing = ", ".join(str(node) for node in coordinator.missing())
+        waited = self.loop.now() - self.started
+        logger.info(
+            f"waiting for node launchers {missing} to join the job channel on port "
+            f"{settings.port}: {waited:.0f}s of {settings.wait_timeout:g}s"
+        )
+        self.loop.call_later(PROGRESS_EVERY, self._join_progress)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.server is not None:
+            self.server.close()
