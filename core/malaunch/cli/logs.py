@@ -1,0 +1,132 @@
+"""``malaunch logs [DIR]...``: the rank logs of a run, merged in arrival order (docs/logs.md).
+
+The command parses, calls :mod:`malaunch.logs` and writes to stdout. It owns what the core
+must not: the default directory (from the environment), the signal handlers that end
+``--follow`` (exit 0) and a reader of stdout that went away (``| head``: exit 0, quietly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
+
+import click
+
+from malaunch.errors import ExitCode
+from malaunch.logs.discover import require_runs
+from malaunch.logs.follow import follow, read_once
+from malaunch.logs.merge import LogSet
+from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
+from malaunch.rankspec import parse_rank_spec
+
+
+def default_log_dir(environ: Mapping[str, str]) -> Path:
+    """Where the launcher writes its logs when not told: ``--log-dir``'s variable, else the
+    platform's ``MA_LOG_DIR``, else ``./malaunch-logs``."""
+    return Path(environ.get("MALAUNCH_LOG_DIR") or environ.get("MA_LOG_DIR") or "malaunch-logs")
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Callable[[], bool]]:
+    """``should_stop()`` for following: true once SIGINT (Ctrl-C) or SIGTERM has arrived."""
+    arrived: List[int] = []
+
+    def note(signum: int, _frame: Any) -> None:
+        arrived.append(signum)
+
+    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield lambda: bool(arrived)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class Stdout:
+    """UTF-8 bytes to stdout, whatever the locale: the logs were decoded with replacement
+    characters, which an ASCII locale could not encode."""
+
+    def __init__(self) -> None:
+        self.stream = sys.stdout.buffer
+
+    def write(self, text: str) -> None:
+        self.stream.write(text.encode("utf-8"))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def silence(self) -> None:
+        """The reader went away: point stdout at /dev/null, so that flushing what is still
+        buffered at exit cannot fail again."""
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+
+def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[str]) -> Selection:
+    return Selection(
+        ranks=parse_rank_spec(ranks, "--ranks"),
+        nodes=parse_rank_spec(nodes, "--nodes"),
+        grep=compile_grep(grep) if grep is not None else None,
+        since=parse_since(since, time.time()) if since is not None else None,
+    )
+
+
+@click.command("logs")
+@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=click.Path(path_type=Path))
+@click.option(
+    "--ranks",
+    default="all",
+    show_default=True,
+    metavar="SPEC",
+    help="Ranks to show: all, or ranks like 0,3-5 (a ps or scheduler has no rank).",
+)
+@click.option(
+    "--nodes",
+    default="all",
+    show_default=True,
+    metavar="SPEC",
+    help="Nodes to show: all, or node ranks like 0,2-3.",
+)
+@click.option("--grep", metavar="REGEX", help="Only lines this Python regular expression finds.")
+@click.option("--since", metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}.")
+@click.option("-f", "--follow", "following", is_flag=True,
+              help="Then print new lines as they come (new files, nodes and attempts too), "
+              "until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
+def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
+    dirs: Tuple[Path, ...],
+    ranks: str,
+    nodes: str,
+    grep: Optional[str],
+    since: Optional[str],
+    following: bool,
+) -> int:
+    """Print a run's rank logs merged in arrival order, each line prefixed [node K rank R].
+
+    DIR is a log dir, a `malaunch simulate` dir, or a folder of node log dirs; several may be
+    given. Default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs.
+    """
+    selection = parse_filters(ranks, nodes, grep, since)
+    roots = list(dirs) or [default_log_dir(os.environ)]
+    require_runs(roots)
+    logs = LogSet(roots, selection)
+    out = Stdout()
+    try:
+        if following:
+            with stop_on_signals() as should_stop:
+                follow(logs, out.write, out.flush, should_stop)
+        else:
+            read_once(logs, out.write)
+        out.flush()
+    except BrokenPipeError:  # `malaunch logs | head`: the reader has all it wanted
+        out.silence()
+    finally:
+        logs.close()
+    return int(ExitCode.OK)
