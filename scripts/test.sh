@@ -26,5 +26,18 @@ say "installing malaunch with the test tools and PyTorch, TensorFlow and MindSpo
 "$VENV/bin/python" -m pip install -q ".[dev,torch,tensorflow,mindspore,stacks]"
 say "installing the example third-party plugin"
 "$VENV/bin/python" -m pip install -q ./examples/malaunch-example-plugin
+# The report's browser test drives Debian's chromium (never a browser playwright downloads);
+# without one it skips, saying so.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing chromium with apt-get for the report's browser test (tests/e2e/test_report_browser.py)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q chromium >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
+      || say "apt-get could not install chromium: the report's browser test will skip"
+  else
+    say "no /usr/bin/chromium and no apt-get as root to install it: the report's browser test will skip"
+  fi
+fi
 say "running the tests: pytest $*"
 exec "$VENV/bin/python" -m pytest "$@"

@@ -34,6 +34,7 @@ Other commands:
   malaunch ranktable generate OUT      this server's table from /etc/hccn.conf
   malaunch simulate --nodes N ...      run a multi-node job on this machine
   malaunch logs [DIR]... [--follow]    rank logs merged in arrival order
+  malaunch report [DIR] --html OUT     one HTML page: topology, timeline, failure
   malaunch --version
 
 Every option can also be set as MALAUNCH_<OPTION> (e.g. MALAUNCH_FRAMEWORK=torch_ddp).

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import click
 
 from malaunch.cli.logs import logs_command
+from malaunch.cli.report import report_command
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds
@@ -29,6 +30,7 @@ def tools() -> None:
 
 
 tools.add_command(logs_command)
+tools.add_command(report_command)
 
 
 def plugin_rows(plugins: PluginSet) -> List[Dict[str, Any]]:

@@ -1,0 +1,48 @@
+"""``malaunch report [DIR] --html OUT``: one self-contained HTML page of a run.
+
+The command only parses and renders; the work is :mod:`malaunch.report`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from malaunch.errors import UsageError
+
+
+@click.command("report")
+@click.argument("directory", metavar="[DIR]", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--html",
+    "out",
+    metavar="OUT",
+    type=click.Path(path_type=Path),
+    help="Write the page to OUT (one file: inline CSS and SVG, nothing fetched).  [required]",
+)
+def report_command(directory: Optional[Path], out: Optional[Path]) -> None:
+    """Write one HTML page of the run in DIR: its topology, a timeline of every rank and
+    node across attempts, the first failure with its last lines and exception, and links to
+    every log. DIR is a launcher's log dir or a simulation's [default: $MA_LOG_DIR or
+    ./malaunch-logs]."""
+    # Imported here: the report package is needed by this command alone (start-up cost).
+    from malaunch.report.write import write_report  # noqa: PLC0415 (start-up cost, see above)
+
+    if out is None:
+        raise UsageError("--html OUT is required: the file to write the page to")
+    log_dir = directory or Path(os.environ.get("MA_LOG_DIR") or "malaunch-logs")
+    job = write_report(log_dir, out)
+    processes = sum(len(node.rows) for node in job.nodes)
+    counts = [
+        _count(len(job.nodes), "node", "nodes"),
+        _count(processes, "process", "processes"),
+        _count(len(job.failures), "failure", "failures"),
+    ]
+    click.echo(f"wrote {out} ({', '.join(counts)})")
+
+
+def _count(number: int, singular: str, plural: str) -> str:
+    return f"{number} {singular if number == 1 else plural}"

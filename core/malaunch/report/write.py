@@ -1,0 +1,37 @@
+"""``malaunch report``'s entry: read a run's log dir, write its page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from malaunch.errors import LaunchError
+from malaunch.files import write_atomic
+from malaunch.report.collect import collect
+from malaunch.report.model import JobReport
+from malaunch.report.page import render_page
+
+
+def write_report(directory: Path, out: Path) -> JobReport:
+    """Write the HTML page of the run in ``directory`` to ``out``; return what it shows.
+
+    :raises MissingInputError: ``directory`` is not the log dir of a run.
+    :raises LaunchError: ``out`` cannot be written.
+    """
+    job = collect(directory)
+    page = render_page(job, out.absolute().parent)
+    try:
+        write_atomic(out, page)
+    except OSError as exc:
+        msg = f"cannot write the report {out}: {_not_a_folder(out) or exc.strerror or exc}"
+        raise LaunchError(msg) from exc
+    return job
+
+
+def _not_a_folder(out: Path) -> Optional[str]:
+    """Why creating OUT's folder failed when a file stands in its way (mkdir says only
+    "File exists")."""
+    for folder in out.absolute().parents:
+        if folder.exists():
+            return None if folder.is_dir() else f"{folder} is a file, not a directory"
+    return None
