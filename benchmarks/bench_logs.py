@@ -112,7 +112,7 @@ def stop(proc: subprocess.Popen[bytes]) -> Optional[int]:
 def follow_once(work: Path, lines: int) -> Tuple[Dict[str, float], str]:
     """One job followed live: the figures of the module docstring, and the job's log dir."""
     run = Path(tempfile.mkdtemp(dir=work))
-    script, go, logs, out = run / "worker.py", run / "go", run / "logs", run / "followed.txt"
+    script, go, logs = run / "worker.py", run / "go", run / "logs"
     script.write_text(WORKER)
     job_argv = [
         MALAUNCH, "--framework", "torch_ddp", "--topology", "local", "--nproc-per-node",
@@ -123,38 +123,46 @@ def follow_once(work: Path, lines: int) -> Tuple[Dict[str, float], str]:
     follower: Optional[subprocess.Popen[bytes]] = None
     try:
         wait_until((logs / "malaunch-run.json").exists, 30)
-        with open(out, "wb") as sink:
+        with open(run / "followed.txt", "wb") as sink:
             follower = subprocess.Popen([MALAUNCH, "logs", "--follow", str(logs)], stdout=sink)
-        time.sleep(1.0)  # its start-up, and a few empty polls
-        cpu_before = cpu_seconds(follower.pid)
-        go.touch()
-        start = time.monotonic()
-        job.wait(timeout=120)
-        job_end = time.monotonic()
-        total = expected_bytes(lines)
-        drained = wait_until(lambda: out.stat().st_size >= total, 120)
-        done = time.monotonic()
-        cpu_job = cpu_seconds(follower.pid) - cpu_before
-        time.sleep(IDLE)
-        cpu_idle = cpu_seconds(follower.pid) - cpu_before - cpu_job
-        code = stop(follower)
-        figures = check(out.read_bytes(), lines)
-        return {
-            "job": job_end - start,
-            "delivered": done - start,
-            "rate": RANKS * lines / (done - start),
-            "drain": done - job_end,
-            "cpu_job": cpu_job,
-            "cpu_idle": 100 * cpu_idle / IDLE,
-            "drained": float(drained),
-            "code": float(code if code is not None else -1),
-            **{key: float(value) for key, value in figures.items()},
-        }, str(logs)
+        return measure(job, follower, run, lines), str(logs)
     finally:
         for proc in (follower, job):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def measure(
+    job: subprocess.Popen[bytes], follower: subprocess.Popen[bytes], run: Path, lines: int
+) -> Dict[str, float]:
+    """Let the workers go; time the job and the follower's delivery; check what it printed."""
+    out = run / "followed.txt"
+    time.sleep(1.0)  # the follower's start-up, and a few empty polls
+    cpu_before = cpu_seconds(follower.pid)
+    (run / "go").touch()
+    start = time.monotonic()
+    job.wait(timeout=120)
+    job_end = time.monotonic()
+    total = expected_bytes(lines)
+    drained = wait_until(lambda: out.stat().st_size >= total, 120)
+    done = time.monotonic()
+    cpu_job = cpu_seconds(follower.pid) - cpu_before
+    time.sleep(IDLE)
+    cpu_idle = cpu_seconds(follower.pid) - cpu_before - cpu_job
+    code = stop(follower)
+    figures = check(out.read_bytes(), lines)
+    return {
+        "job": job_end - start,
+        "delivered": done - start,
+        "rate": RANKS * lines / (done - start),
+        "drain": done - job_end,
+        "cpu_job": cpu_job,
+        "cpu_idle": 100 * cpu_idle / IDLE,
+        "drained": float(drained),
+        "code": float(code if code is not None else -1),
+        **{key: float(value) for key, value in figures.items()},
+    }
 
 
 def read_once(logs: str, lines: int, *extra: str) -> Dict[str, float]:
