@@ -121,7 +121,8 @@ def require_runs(roots: List[Path]) -> None:
     """
     for root in roots:
         if not root.is_dir():
-            msg = f"{root}: no such log directory"
+            what = "not a directory" if root.exists() else "no such log directory"
+            msg = f"{root}: {what}"
             raise MissingInputError(msg)
         if not _any_manifest(root, 0):
             msg = f"{root}: no {MANIFEST} here or in its subdirectories (not a malaunch log dir)"

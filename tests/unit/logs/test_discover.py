@@ -57,6 +57,9 @@ def test_a_root_without_any_manifest_is_66_naming_it(tmp_path: Path) -> None:
         require_runs([tmp_path / "empty"])
     with pytest.raises(MissingInputError, match=r"nothere: no such log directory"):
         require_runs([tmp_path / "nothere"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(MissingInputError, match=r"file: not a directory"):
+        require_runs([tmp_path / "file"])
 
 
 def test_a_manifest_that_is_not_json_is_no_manifest(tmp_path: Path) -> None:
