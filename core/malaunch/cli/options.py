@@ -30,7 +30,8 @@ def core_options() -> List[click.Parameter]:
             show_default=True,
             metavar="SOURCE",
             help="Topology source: auto, or a name from `malaunch plugins` (ranktable, tf-ps, "
-            "tf-config, mindx, volcano, slurm, local, ...).",
+            "tf-config, kubeflow, mindx, mindx-pytorch, mindx-tensorflow, volcano-tasks, volcano, "
+            "slurm, local, ...).",
         ),
         click.Option(
             ["--nproc-per-node"],

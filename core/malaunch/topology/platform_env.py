@@ -10,8 +10,11 @@ from __future__ import annotations
 from typing import Dict, Iterable, Mapping
 
 # Whole families: ModelArts/Octopus (MA_, DLS_, BATCH_), Volcano (VC_, VK_), Slurm, Kubeflow's
-# torch elastic (PET_), Open MPI (OMPI_).
-PLATFORM_PREFIXES = ("MA_", "VC_", "VK_", "DLS_", "BATCH_", "SLURM_", "PET_", "OMPI_")
+# torch elastic (PET_), torchrun's workers (TORCHELASTIC_), Open MPI (OMPI_), MPICH and Intel
+# MPI (PMI_).
+PLATFORM_PREFIXES = (
+    "MA_", "VC_", "VK_", "DLS_", "BATCH_", "SLURM_", "PET_", "TORCHELASTIC_", "OMPI_", "PMI_",
+)  # fmt: skip
 PLATFORM_NAMES = frozenset(
     {
         # TensorFlow cluster descriptions (Kubeflow TFJob, Volcano's tensorflow plugin, scripts)
@@ -36,6 +39,19 @@ PLATFORM_NAMES = frozenset(
         "MS_LOCAL_WORKER",
         "MS_NODE_RANK",
         "MINDX_TASK_ID",
+        # MindX ascend-operator (common, PyTorch, TensorFlow)
+        "MINDX_SERVER_IP",
+        "MINDX_SERVER_DOMAIN",
+        "REPLICA_TYPE",
+        "HCCL_LOGIC_SUPERPOD_ID",
+        "NPU_POD",
+        "CM_CHIEF_IP",
+        "CM_CHIEF_PORT",
+        "CM_CHIEF_DEVICE",
+        "CM_WORKER_IP",
+        "CM_RANK",
+        "CM_LOCAL_WORKER",
+        "CM_WORKER_SIZE",
         # Octopus / ModelArts data paths
         "DATASET",
         "DATASET_MAP",
@@ -51,6 +67,8 @@ PLATFORM_NAMES = frozenset(
         "LOCAL_RANK",
         "LOCAL_WORLD_SIZE",
         "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "NODE_RANK",
         "MASTER_ADDR",
         "MASTER_PORT",
         "TORCHELASTIC_RUN_ID",

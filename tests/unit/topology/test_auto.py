@@ -15,7 +15,10 @@ from malaunch.testing import read_env_file
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SHARED = FIXTURES / "shared"
-BUILTIN_ORDER = ["ranktable", "tf-ps", "tf-config", "mindx", "volcano", "slurm", "local"]
+BUILTIN_ORDER = [
+    "ranktable", "tf-ps", "tf-config", "kubeflow", "mindx", "mindx-pytorch", "mindx-tensorflow",
+    "volcano-tasks", "volcano", "slurm", "local",
+]  # fmt: skip
 # Topology tests need no framework; leaving them out keeps these tests about sources only.
 LOADER_ENV = {"MALAUNCH_DISABLE_PLUGINS": "mindspore,tensorflow_ps,torch_ddp"}
 
@@ -38,7 +41,7 @@ def auto(plugins: PluginSet, env: Dict[str, str]) -> Topology:
 def test_builtin_sources_are_registered_in_auto_order(plugins: PluginSet) -> None:
     builtin = [s for s in plugins.auto_sources() if s.name in BUILTIN_ORDER]
     assert [s.name for s in builtin] == BUILTIN_ORDER
-    assert [s.auto_order for s in builtin] == [10, 20, 30, 35, 40, 45, 1000]
+    assert [s.auto_order for s in builtin] == [10, 20, 30, 32, 35, 36, 37, 38, 40, 45, 1000]
     for name in BUILTIN_ORDER:
         registered = plugins.sources[name]
         assert registered.origin.distribution == "malaunch"
@@ -63,8 +66,8 @@ def test_rank_table_wins_over_everything(plugins: PluginSet, no_etc: Dict[str, s
         ([], "tf-ps"),
         (["TF_PS_HOSTS"], "tf-config"),
         (["TF_WORKER_HOSTS"], "tf-config"),
-        (["TF_PS_HOSTS", "TF_CONFIG"], "volcano"),
-        (["TF_PS_HOSTS", "TF_CONFIG", "VC_WORKER_HOSTS"], "local"),
+        (["TF_PS_HOSTS", "TF_CONFIG"], "volcano-tasks"),
+        (["TF_PS_HOSTS", "TF_CONFIG", "VC_PS_HOSTS"], "volcano"),
     ],
 )
 def test_precedence_as_variables_disappear(
@@ -73,6 +76,10 @@ def test_precedence_as_variables_disappear(
     env = {k: v for k, v in tf_ps_env(no_etc).items() if k not in removed}
     topo = auto(plugins, env)
     assert topo.source == expected
+    if expected == "volcano-tasks":
+        # every pod of both tasks, worker before ps: this worker-1 is node 1 of 5
+        assert topo.node_rank == 1
+        assert [node.role for node in topo.nodes] == ["worker"] * 3 + ["ps"] * 2
     if expected == "volcano":
         # the volcano source reads the same pod as node 1 of the worker list
         assert topo.node_rank == 1
