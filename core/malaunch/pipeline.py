@@ -22,6 +22,7 @@ from malaunch.models import (
 from malaunch.plugins import PluginSet
 from malaunch.process_env.conda import apply_conda
 from malaunch.process_env.context_var import context_env
+from malaunch.topology import signs
 from malaunch.topology.data import missing_paths, parse_data_paths
 
 AUTO = "auto"
@@ -30,12 +31,20 @@ AUTO = "auto"
 def resolve_topology(
     plugins: PluginSet, environ: Mapping[str, str], source: str, options: ResolveOptions
 ) -> Topology:
-    """Resolve with the named source, or with the first ``auto`` source whose input exists."""
+    """Resolve with the named source, or with the first ``auto`` source whose input exists.
+
+    ``auto`` never runs a job silently alone (:mod:`malaunch.topology.signs`): inside another
+    launcher's worker, or where only the ``local`` fallback matched an environment that shows
+    a distributed job, it refuses; a named source, ``local`` included, is taken as meant.
+    """
     if source != AUTO:
         return _with_data(plugins.source(source).resolve(environ, options), environ)
+    signs.check_not_nested(environ)
     for candidate in plugins.auto_sources():
         assert candidate.detect is not None  # auto_sources() keeps only detectable ones
         if candidate.detect(environ):
+            if candidate.name == signs.FALLBACK_SOURCE:
+                signs.refuse_alone(environ)
             return _with_data(candidate.resolve(environ, options), environ)
     msg = "no topology source matched this environment (is the local source disabled?)"
     raise TopologyError(msg)

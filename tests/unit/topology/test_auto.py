@@ -7,6 +7,7 @@ from typing import Dict, List
 
 import pytest
 
+from malaunch.errors import TopologyError
 from malaunch.hookspecs import hookimpl
 from malaunch.models import Node, ResolveOptions, Topology, TopologySource
 from malaunch.pipeline import resolve_topology
@@ -84,6 +85,20 @@ def test_precedence_as_variables_disappear(
         # the volcano source reads the same pod as node 1 of the worker list
         assert topo.node_rank == 1
         assert topo.nnodes == 3
+
+
+def test_without_any_host_list_the_counts_still_refuse_local(
+    plugins: PluginSet, no_etc: Dict[str, str]
+) -> None:
+    removed = ("TF_PS_HOSTS", "TF_CONFIG", "VC_PS_HOSTS", "VC_WORKER_HOSTS")
+    env = {k: v for k, v in tf_ps_env(no_etc).items() if k not in removed}
+    with pytest.raises(TopologyError) as info:
+        auto(plugins, env)
+    assert str(info.value) == (
+        "no topology source matched, but this environment shows a distributed job "
+        "(VC_PS_NUM=2, VC_WORKER_NUM=3): name its source with --topology volcano-tasks or "
+        "--topology volcano, or run alone on purpose with --topology local"
+    )
 
 
 def test_modelarts_without_rank_table_is_volcano(
