@@ -1,4 +1,5 @@
-"""``malaunch plugins | topology | ranktable | simulate``: the commands besides launching.
+"""``malaunch plugins | topology | ranktable | simulate | render``: the commands besides
+launching.
 
 Commands only parse, call the core and render.
 """
@@ -183,3 +184,17 @@ def simulate_command(args: Tuple[str, ...]) -> int:
     from malaunch.cli import simulate  # noqa: PLC0415 (start-up cost, see above)
 
     return simulate.main(args, os.environ)
+
+
+@tools.command(
+    "render",
+    add_help_option=False,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def render_command(args: Tuple[str, ...]) -> int:
+    """Print a job's Kubernetes manifests (see `malaunch render --help`)."""
+    # As simulate: the parser needs the installed frameworks' options, so it is built there.
+    from malaunch.cli import render  # noqa: PLC0415 (start-up cost, see simulate_command)
+
+    return render.main(args, os.environ)

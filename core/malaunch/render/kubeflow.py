@@ -1,0 +1,78 @@
+"""Kubeflow training-operator v1 jobs (``kubeflow.org/v1``) whose pods start malaunch.
+
+**PyTorchJob**: a ``Master`` replica (1 pod) and ``Worker`` replicas (the rest), container
+``pytorch`` with its ``pytorchjob-port``, ``nprocPerNode`` = ``--nproc-per-node``: the operator
+then injects ``MASTER_ADDR``, ``PET_NNODES``, ``PET_NODE_RANK`` and ``PET_NPROC_PER_NODE``, which
+the ``kubeflow`` source reads. **TFJob** (``tensorflow_ps`` only): ``PS`` and ``Worker``
+replicas, container ``tensorflow`` with its ``tfjob-port``; the operator's ``TF_CONFIG`` is read
+by the ``tf-config`` source, and the parameter servers still running when the workers are done
+are cleaned up (``cleanPodPolicy: Running``).
+
+Pods never restart on their own (``restartPolicy: Never``): the training operator can only
+retry by exit-code class (128 and above, a signal), not by malaunch's own codes, and a pod
+restarted alone could not rejoin its job; ``--max-restarts`` restarts the whole job instead.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from malaunch.errors import UsageError
+from malaunch.render.crds import (
+    PyTorchJob,
+    PyTorchJobSpec,
+    ReplicaSpec,
+    RunPolicy,
+    TFJob,
+    TFJobSpec,
+)
+from malaunch.render.k8s import ContainerPort, K8sModel
+from malaunch.render.request import PodParts, RenderRequest, layout, metadata, pod_template, split
+
+PYTORCH_PORT = 23456  # the training operator's default pytorchjob-port
+TENSORFLOW_PORT = 2222  # its default tfjob-port
+
+
+def _replica(request: RenderRequest, pods: int, parts: PodParts) -> ReplicaSpec:
+    return ReplicaSpec(replicas=pods, restart_policy="Never", template=pod_template(request, parts))
+
+
+def render_pytorchjob(request: RenderRequest) -> List[K8sModel]:
+    """The PyTorchJob: Master + Worker replicas."""
+    if layout(request.framework) == "ps":
+        msg = (
+            "render pytorchjob: tensorflow_ps needs parameter servers: use render tfjob or volcano"
+        )
+        raise UsageError(msg)
+    port = ContainerPort(name="pytorchjob-port", container_port=request.master_port or PYTORCH_PORT)
+    parts = PodParts(container="pytorch", accelerators=request.nproc, port=port)
+    replicas = {
+        task.capitalize(): _replica(request, pods, parts) for task, pods in split(request.nodes)
+    }
+    spec = PyTorchJobSpec(
+        run_policy=RunPolicy(clean_pod_policy="None"),
+        nproc_per_node=str(request.nproc),
+        pytorch_replica_specs=replicas,
+    )
+    return [PyTorchJob(metadata=metadata(request), spec=spec)]
+
+
+def render_tfjob(request: RenderRequest) -> List[K8sModel]:
+    """The TFJob: PS + Worker replicas."""
+    if layout(request.framework) != "ps":
+        msg = (
+            f"render tfjob: framework {request.framework!r} does not run TensorFlow parameter "
+            "servers: use --framework tensorflow_ps, or render volcano / pytorchjob"
+        )
+        raise UsageError(msg)
+    port = ContainerPort(name="tfjob-port", container_port=request.master_port or TENSORFLOW_PORT)
+    ps = PodParts(container="tensorflow", port=port)
+    worker = PodParts(container="tensorflow", accelerators=request.nproc, port=port)
+    spec = TFJobSpec(
+        run_policy=RunPolicy(clean_pod_policy="Running"),
+        tf_replica_specs={
+            "PS": _replica(request, request.num_ps, ps),
+            "Worker": _replica(request, request.nodes, worker),
+        },
+    )
+    return [TFJob(metadata=metadata(request), spec=spec)]

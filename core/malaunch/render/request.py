@@ -1,0 +1,163 @@
+"""What ``malaunch render`` is asked for, and the pod template every target shares.
+
+Every pod runs one container whose command is ``malaunch <launcher options> -- <command>``:
+no shell, the user's command untouched. Every pod also gets a memory-backed ``/dev/shm``
+(PyTorch's data loaders and NCCL need more than the container runtime's 64 MB) and a
+termination grace period that covers malaunch's own ``--grace-period`` plus a margin for its
+summary and final stage-out, so Kubernetes' SIGKILL never cuts the teardown short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Dict, Optional, Sequence, Tuple
+
+from malaunch.errors import UsageError
+from malaunch.render.k8s import (
+    Container,
+    ContainerPort,
+    EmptyDirVolumeSource,
+    EnvVar,
+    ObjectMeta,
+    PodSpec,
+    PodTemplateSpec,
+    ResourceRequirements,
+    Volume,
+    VolumeMount,
+)
+
+TARGETS = ("volcano", "pytorchjob", "ascendjob", "tfjob")
+GRACE_MARGIN = 15  # seconds for the summary, the job channel's goodbye and a final stage-out
+MIN_GRACE = 30  # Kubernetes' own default: never ask for less
+SHM = (
+    Volume(name="dshm", empty_dir=EmptyDirVolumeSource(medium="Memory")),
+    VolumeMount(name="dshm", mount_path="/dev/shm"),
+)
+# Pod names are <job>-<task>-<index> and must stay DNS labels (63 characters at most).
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?")
+MAX_NAME = 45
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderRequest:
+    """One ``malaunch render`` call: the target, the job's shape and the container's start.
+
+    ``launcher_args`` are the malaunch options written into the container (``--framework`` and
+    ``--nproc-per-node`` included); ``master_port`` replaces each platform's default
+    rendezvous port (Volcano's pytorch plugin 23456, Kubeflow 23456, MindX 2222).
+    """
+
+    target: str
+    framework: str
+    nodes: int
+    image: str
+    command: Tuple[str, ...]
+    launcher_args: Tuple[str, ...] = ()
+    nproc_per_node: Optional[int] = None
+    num_ps: int = 1
+    name: Optional[str] = None
+    namespace: Optional[str] = None
+    queue: Optional[str] = None
+    accelerator: Optional[str] = None
+    grace_period: float = 5.0
+    platform_restarts: int = 2
+    master_port: Optional[int] = None
+
+    @property
+    def job_name(self) -> str:
+        return self.name or "malaunch-" + self.framework.lower().replace("_", "-")
+
+    @property
+    def nproc(self) -> int:
+        return self.nproc_per_node or 1
+
+
+def check(request: RenderRequest) -> RenderRequest:
+    """Refuse what no target could render, naming the option."""
+    if request.target not in TARGETS:
+        msg = f"render: unknown target {request.target!r}: expected one of {', '.join(TARGETS)}"
+        raise UsageError(msg)
+    name = request.job_name
+    if len(name) > MAX_NAME or not _NAME.fullmatch(name):
+        msg = (
+            f"--name {name!r}: expected a DNS label of at most {MAX_NAME} characters (lower-case "
+            "letters, digits and '-'), so that <name>-<task>-<index> pod names stay valid"
+        )
+        raise UsageError(msg)
+    if not request.image.strip() or any(c.isspace() for c in request.image):
+        msg = f"--image {request.image!r}: expected an image reference without spaces"
+        raise UsageError(msg)
+    if not request.command:
+        msg = "render: no command given: malaunch render TARGET ... --framework NAME -- COMMAND"
+        raise UsageError(msg)
+    return request
+
+
+def metadata(request: RenderRequest, labels: Optional[Dict[str, str]] = None) -> ObjectMeta:
+    return ObjectMeta(name=request.job_name, namespace=request.namespace, labels=labels)
+
+
+def grace_seconds(grace_period: float) -> int:
+    """``terminationGracePeriodSeconds``: malaunch's grace period plus the margin."""
+    return max(MIN_GRACE, math.ceil(grace_period) + GRACE_MARGIN)
+
+
+def start_command(request: RenderRequest) -> Tuple[str, ...]:
+    return ("malaunch", *request.launcher_args, "--", *request.command)
+
+
+@dataclasses.dataclass(frozen=True)
+class PodParts:
+    """What one target adds to the shared pod template."""
+
+    container: str
+    accelerators: int = 0
+    port: Optional[ContainerPort] = None
+    restart_policy: Optional[str] = None
+    env: Tuple[EnvVar, ...] = ()
+    volumes: Tuple[Volume, ...] = ()
+    mounts: Tuple[VolumeMount, ...] = ()
+    labels: Optional[Dict[str, str]] = None
+
+
+def _resources(accelerator: Optional[str], count: int) -> Optional[ResourceRequirements]:
+    if accelerator is None or count == 0:
+        return None
+    amount = {accelerator: str(count)}
+    return ResourceRequirements(requests=amount, limits=amount)
+
+
+def pod_template(request: RenderRequest, parts: PodParts) -> PodTemplateSpec:
+    """The one-container pod that starts malaunch, with ``/dev/shm`` and the grace period."""
+    volume, mount = SHM
+    container = Container(
+        name=parts.container,
+        image=request.image,
+        command=start_command(request),
+        env=parts.env or None,
+        ports=(parts.port,) if parts.port else None,
+        resources=_resources(request.accelerator, parts.accelerators),
+        volume_mounts=(mount, *parts.mounts),
+    )
+    return PodTemplateSpec(
+        metadata=ObjectMeta(labels=parts.labels) if parts.labels else None,
+        spec=PodSpec(
+            containers=(container,),
+            restart_policy=parts.restart_policy,
+            termination_grace_period_seconds=grace_seconds(request.grace_period),
+            volumes=(volume, *parts.volumes),
+        ),
+    )
+
+
+def layout(framework: str) -> str:
+    """How a framework's job is shaped: ``torch`` (a master task and workers), ``ps``
+    (parameter servers and workers) or ``workers`` (one task of equal pods)."""
+    return {"torch_ddp": "torch", "tensorflow_ps": "ps"}.get(framework, "workers")
+
+
+def split(nodes: int) -> Sequence[Tuple[str, int]]:
+    """A torch job's pods: one master, the rest workers (no worker task for one node)."""
+    return [("master", 1)] + ([("worker", nodes - 1)] if nodes > 1 else [])
