@@ -44,7 +44,9 @@ def simulate_options() -> List[click.Parameter]:
         click.Option(
             ["--platform"], type=click.Choice(PLATFORMS), required=True,
             help="Whose environment to fabricate: modelarts (Ascend rank table), octopus, "
-            "volcano, tf-ps (one node per ps/worker task).",
+            "volcano, tf-ps (one node per ps/worker task); from `malaunch render`'s manifest: "
+            "pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch plugin), "
+            "ascendjob (MindX, PyTorch).",
         ),
         click.Option(
             ["--nproc-per-node"], type=Integer(1, MAX_LOCAL_PROCESSES), default=1,

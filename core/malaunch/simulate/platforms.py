@@ -6,6 +6,10 @@ rank table to write). Facts follow ``platform-conventions.md`` §1.4, §4, §5, 
 on this machine, so node ``k`` gets its own loopback address ``127.0.0.<k+1>`` (all of
 ``127.0.0.0/8`` is loopback on Linux): addresses, ``server_id`` and ``MA_CURRENT_HOST_IP`` are
 distinct per node, as on a real cluster.
+
+The Kubernetes operators' platforms (``pytorchjob``, ``volcano-pytorch``, ``ascendjob``) come
+from the manifest ``malaunch render`` writes for the job: :mod:`malaunch.simulate.operators`
+injects into each of its pods what the operator would, with loopback addresses for names.
 """
 
 from __future__ import annotations
@@ -16,7 +20,17 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-PLATFORMS = ("modelarts", "octopus", "volcano", "tf-ps")
+from malaunch.render.manifests import render
+from malaunch.render.request import RenderRequest
+from malaunch.simulate.operators import Network, inject
+
+# Kubernetes operators' platforms -> the render target that describes them.
+OPERATOR_TARGETS = {
+    "pytorchjob": "pytorchjob",
+    "volcano-pytorch": "volcano",
+    "ascendjob": "ascendjob",
+}
+PLATFORMS = ("modelarts", "octopus", "volcano", "tf-ps", *OPERATOR_TARGETS)
 RANK_TABLE_NAME = "jobstart_hccl.json"
 INITIALIZING: Dict[str, Any] = {"status": "initializing"}
 
@@ -78,7 +92,12 @@ def loopback(index: int) -> str:
 
 def fabricate(shape: JobShape, ports: Iterator[int]) -> SimCluster:
     """The platform's view of every node of ``shape``."""
-    cluster = _tf_ps(shape, ports) if shape.platform == "tf-ps" else _worker_pool(shape, ports)
+    if shape.platform in OPERATOR_TARGETS:
+        cluster = _operator(shape, ports)
+    elif shape.platform == "tf-ps":
+        cluster = _tf_ps(shape, ports)
+    else:
+        cluster = _worker_pool(shape, ports)
     return dataclasses.replace(cluster, job_port=next(ports))
 
 
@@ -235,3 +254,26 @@ def _tf_ps(shape: JobShape, ports: Iterator[int]) -> SimCluster:
         nodes.append(SimNode(k, f"{role} {index}", host, env, log_dir))
     directories = tuple(Path(node.env["MA_MOUNT_PATH"]) for node in nodes)
     return SimCluster(tuple(nodes), directories)
+
+
+def _operator(shape: JobShape, ports: Iterator[int]) -> SimCluster:
+    """A PyTorch job as the operator starts it: the rendered manifest's pods, on loopback."""
+    request = RenderRequest(
+        target=OPERATOR_TARGETS[shape.platform],
+        framework="torch_ddp",  # the platform's PyTorch layout, whatever the launchers run
+        nodes=shape.nodes,
+        image="simulate",
+        command=("simulate",),
+        nproc_per_node=shape.nproc_per_node,
+        name=f"job-{shape.job_uuid}",
+        master_port=next(ports),
+    )
+    net = Network(dns=False, pod_ip=loopback, node_ip=loopback, service_ip=loopback(0))
+    # Plain Volcano says nothing about devices: the start command does (as in render's).
+    args = ("--nproc-per-node", str(shape.nproc_per_node)) if request.target == "volcano" else ()
+    nodes = tuple(
+        SimNode(pod.number, f"{pod.task} {pod.index}", loopback(pod.number), pod.env,
+                node_log_dir(shape, pod.number), args)
+        for pod in inject(render(request), net)
+    )  # fmt: skip
+    return SimCluster(nodes, ())

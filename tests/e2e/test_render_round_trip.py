@@ -1,0 +1,119 @@
+"""The round trip of SPEC §11, for every render target: render a job, fabricate what its
+operator injects into each pod (malaunch.simulate.operators), run the installed ``malaunch
+topology`` in each pod's environment, and get back the nodes and ranks the render was asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+import yaml
+
+from malaunch.render.manifests import load, render, to_yaml
+from malaunch.render.request import RenderRequest
+from malaunch.simulate.operators import Pod, inject, localize
+from malaunch.testing import clean_env, run_cli
+
+COMMAND = ("python", "train.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    target: str
+    framework: str
+    nodes: int
+    nproc: Optional[int]
+    source: str  # the topology source auto must pick in every pod
+    master: Optional[str]  # the rendezvous address every pod must agree on
+    num_ps: int = 0
+
+
+CASES = {
+    "volcano-torch_ddp": Case("volcano", "torch_ddp", 3, 2, "volcano-tasks", "job-master-0.job"),
+    "volcano-tensorflow_ps": Case("volcano", "tensorflow_ps", 2, None, "tf-config", None, 2),
+    "volcano-mindspore": Case("volcano", "mindspore", 2, 4, "volcano", "job-worker-0.job"),
+    "pytorchjob": Case("pytorchjob", "torch_ddp", 3, 4, "kubeflow", "job-master-0"),
+    "pytorchjob-1-node": Case("pytorchjob", "torch_ddp", 1, 2, "kubeflow", "job-master-0"),
+    "tfjob": Case("tfjob", "tensorflow_ps", 3, None, "tf-config", None, 1),
+    "ascendjob-torch_ddp": Case("ascendjob", "torch_ddp", 2, 8, "mindx-pytorch", "10.96.0.10"),
+    "ascendjob-mindspore": Case("ascendjob", "mindspore", 3, 8, "ranktable", None),
+}
+
+
+def request(case: Case) -> RenderRequest:
+    args: Tuple[str, ...] = ("--framework", case.framework)
+    if case.nproc is not None:
+        args += ("--nproc-per-node", str(case.nproc))
+    return RenderRequest(
+        target=case.target, framework=case.framework, nodes=case.nodes, image="img:1",
+        command=COMMAND, launcher_args=args, nproc_per_node=case.nproc,
+        num_ps=case.num_ps or 1, name="job",
+    )  # fmt: skip
+
+
+def pods(case: Case) -> Tuple[List[Pod], List[str]]:
+    """The job's pods (from the YAML, read back) and each container's malaunch options."""
+    documents = list(yaml.safe_load_all(to_yaml(render(request(case)))))
+    manifests = load(documents)
+    job = documents[-1]["spec"]
+    tasks = job.get("tasks") or next(
+        job[key] for key in ("pytorchReplicaSpecs", "tfReplicaSpecs", "replicaSpecs") if key in job
+    )
+    first = tasks[0] if isinstance(tasks, list) else next(iter(tasks.values()))
+    command: List[str] = first["template"]["spec"]["containers"][0]["command"]
+    return inject(manifests), command[1 : command.index("--")]
+
+
+def topology_options(launcher: List[str]) -> List[str]:
+    """The options of the container's command that ``malaunch topology`` takes too."""
+    kept: List[str] = []
+    for name in ("--nproc-per-node", "--topology"):
+        if name in launcher:
+            kept += [name, launcher[launcher.index(name) + 1]]
+    return kept
+
+
+def expected_ranks(case: Case, number: int) -> List[int]:
+    if case.framework == "tensorflow_ps":  # one process per task, ranks for workers only
+        worker = number - case.num_ps
+        return [worker] if worker >= 0 else []
+    per_node = case.nproc or 1
+    return list(range(number * per_node, (number + 1) * per_node))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_pod_resolves_to_the_job_the_render_asked_for(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    pod_list, launcher = pods(case)
+    assert len(pod_list) == case.nodes + case.num_ps
+    seen: List[Dict[str, Any]] = []
+    for pod in pod_list:
+        env = clean_env({**localize(pod, tmp_path), "MALAUNCH_VOLCANO_DIR": str(tmp_path / "x")})
+        result = run_cli(["topology", "--json", *topology_options(launcher)], env=env)
+        assert result.code == 0, f"{pod.name}: {result.stderr}"
+        topo: Dict[str, Any] = json.loads(result.stdout)
+        assert topo["source"] == case.source, pod.name
+        assert topo["node_rank"] == pod.number, pod.name
+        assert len(topo["nodes"]) == len(pod_list), pod.name
+        ranks = [[d["rank"] for d in node["devices"]] for node in topo["nodes"]]
+        assert ranks == [expected_ranks(case, n) for n in range(len(pod_list))], pod.name
+        seen.append(topo)
+    world = case.nodes if case.framework == "tensorflow_ps" else case.nodes * (case.nproc or 1)
+    assert {sum(len(n["devices"]) for n in topo["nodes"]) for topo in seen} == {world}
+    masters = {topo["master_addr"] for topo in seen}
+    assert len(masters) == 1
+    if case.master is not None:
+        assert masters == {case.master}
+
+
+def test_the_trap_without_the_new_sources(tmp_path: Path) -> None:
+    """The same Volcano pod read as the one-task job the old source saw: the master is lost."""
+    pod_list, _ = pods(CASES["volcano-torch_ddp"])
+    env = clean_env({**pod_list[1].env, "MALAUNCH_VOLCANO_DIR": str(tmp_path)})
+    result = run_cli(["topology", "--json", "--topology", "volcano"], env=env)
+    topo = json.loads(result.stdout)
+    assert (len(topo["nodes"]), topo["node_rank"]) == (2, 0)  # 3 pods, this one is node 1
