@@ -39,10 +39,8 @@ def attempts_of(
         for a in dicts(manifest.get("attempts"))
     ]
     if not listed and summary.get("processes") is not None:
-        processes = dicts(summary.get("processes"))
-        starts = [s for s in (moment(p.get("start_time")) for p in processes) if s is not None]
         number = as_int(summary.get("restarts")) or 0
-        listed = [Attempt(number, min(starts, default=None), processes)]
+        listed = [Attempt(number, None, dicts(summary.get("processes")))]
     verdicts = {as_int(a.get("attempt")): a for a in dicts(summary.get("attempts"))}
     for attempt in listed:
         verdict = verdicts.get(attempt.number, {})
@@ -50,7 +48,16 @@ def attempts_of(
         attempt.failure = {"node": node, **failure} if failure else {}
         delay = verdict.get("delay")
         attempt.delay = float(delay) if isinstance(delay, (int, float)) and delay > 0 else 0.0
+    if listed:
+        listed[-1].started = _began(listed[-1].started, summary)
     return listed
+
+
+def _began(recorded: Optional[float], summary: Mapping[str, Any]) -> Optional[float]:
+    """When the last attempt began: the manifest records an attempt once its processes have
+    started, so the summary's exact start times can be earlier; it began with the first."""
+    exact = [moment(p.get("start_time")) for p in dicts(summary.get("processes"))]
+    return min((at for at in (recorded, *exact) if at is not None), default=None)
 
 
 @dataclass
@@ -74,7 +81,7 @@ def rank_rows(
 ) -> Tuple[Row, ...]:
     """One row per process of the node's plan, each with a bar per attempt it ran in."""
     attempts = attempts_of(node, manifest, summary)
-    exact = {as_int(p.get("pid")): p for p in dicts(summary.get("processes"))}
+    exact = _by_process(dicts(summary.get("processes")))
     bars: Dict[ProcessKey, List[Bar]] = {}
     firsts: Dict[ProcessKey, Dict[str, Any]] = {}
     for index, attempt in enumerate(attempts):
@@ -85,12 +92,19 @@ def rank_rows(
         hang = hang or as_dict(attempt.failure.get("hang"))
         context = Context(node, attempt, bound, hang, bool(summary), arrivals)
         for process in attempt.processes:
-            entry = exact.get(as_int(process.get("pid"))) if last else None
             key = _key(process)
+            entry = exact.get(as_int(process.get("pid")), exact.get(key)) if last else None
             firsts.setdefault(key, process)
             bar = _bar(context, process, entry)
             bars.setdefault(key, []).extend([bar] if bar else [])
     return tuple(_row(node, firsts[key], bars[key], locate) for key in firsts)
+
+
+def _by_process(entries: List[Dict[str, Any]]) -> Dict[Any, Dict[str, Any]]:
+    """The summary's entries by pid, and by role, ranks and log for a process without one."""
+    found: Dict[Any, Dict[str, Any]] = {_key(entry): entry for entry in entries}
+    found.update((as_int(e.get("pid")), e) for e in entries if as_int(e.get("pid")) is not None)
+    return found
 
 
 def _bar(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from malaunch.errors import MissingInputError
-from malaunch.report.bars import node_bar, rank_rows
+from malaunch.report.bars import attempts_of, node_bar, rank_rows
 from malaunch.report.failures import job_failures
 from malaunch.report.model import Failure, JobReport, LogFile, NodeReport, Row
 from malaunch.report.read import (
@@ -23,7 +23,6 @@ from malaunch.report.read import (
     as_str,
     dicts,
     locate,
-    moment,
     read_arrivals,
     read_json,
 )
@@ -167,7 +166,7 @@ def _node(index: int, found: Found, entry: Optional[Dict[str, Any]]) -> NodeRepo
     rows = rank_rows(index, manifest, summary, arrivals, lambda r: LogFile(r, locate(r, directory)))
     nodes = dicts(as_dict(manifest.get("topology")).get("nodes"))
     hosts = [as_str(n.get("host")) for n in nodes if as_int(n.get("index")) == index]
-    starts = [moment(a.get("started")) for a in dicts(manifest.get("attempts"))]
+    starts = [attempt.started for attempt in attempts_of(index, manifest, summary)]
     return NodeReport(
         index=index,
         host=as_str(manifest.get("host")) or next((h for h in hosts if h), None) or "?",

@@ -127,6 +127,30 @@ def test_a_restart_delay_shortens_the_estimated_end(tmp_path: Path) -> None:
     assert {row.bars[0].end for row in collect(directory).rows} == {T0 + 3}
 
 
+def test_attempts_never_overlap_though_the_manifest_records_them_late(tmp_path: Path) -> None:
+    directory = Launcher(tmp_path / "logs", starts=(T0, T0 + 5)).write()
+    manifest = json.loads((directory / "malaunch-run.json").read_text())
+    manifest["attempts"][1]["started"] = iso(T0 + 5.02)  # once its processes had started
+    (directory / "malaunch-run.json").write_text(json.dumps(manifest))
+    job = collect(directory)
+    assert [(row.bars[0].end, row.bars[1].start) for row in job.rows] == [(T0 + 5, T0 + 5)] * 2
+    assert job.nodes[0].attempt_starts == (T0, T0 + 5)
+
+
+def test_a_process_without_a_pid_is_matched_by_its_rank(tmp_path: Path) -> None:
+    directory = Launcher(tmp_path / "logs", endings={1: (4, None)}).write()
+    for name in ("malaunch-run.json", "malaunch-summary.json"):
+        document = json.loads((directory / name).read_text())
+        for process in document.get("processes") or document["attempts"][0]["processes"]:
+            process["pid"] = None  # a process that could not be started has none
+        (directory / name).write_text(json.dumps(document))
+    job = collect(directory)
+    assert [(row.bars[0].exact, row.bars[0].ending) for row in job.rows] == [
+        (True, "exit 0"),
+        (True, "exit 4"),
+    ]
+
+
 def test_the_last_output_of_each_attempt_comes_from_the_line_index(tmp_path: Path) -> None:
     lines = {0: [(T0 + 0.5, "a"), (T0 + 1.5, "b"), (T0 + 5.5, "c")]}
     run = Launcher(tmp_path / "logs", ranks=(0,), starts=(T0, T0 + 5), lines=lines)
