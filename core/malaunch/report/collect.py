@@ -166,7 +166,9 @@ def _node(index: int, found: Found, entry: Optional[Dict[str, Any]]) -> NodeRepo
     rows = rank_rows(index, manifest, summary, arrivals, lambda r: LogFile(r, locate(r, directory)))
     nodes = dicts(as_dict(manifest.get("topology")).get("nodes"))
     hosts = [as_str(n.get("host")) for n in nodes if as_int(n.get("index")) == index]
-    starts = [attempt.started for attempt in attempts_of(index, manifest, summary)]
+    attempts = attempts_of(index, manifest, summary)
+    starts = [attempt.started for attempt in attempts if attempt.started is not None]
+    ended = max((bar.end for row in rows for bar in row.bars), default=None)
     return NodeReport(
         index=index,
         host=as_str(manifest.get("host")) or next((h for h in hosts if h), None) or "?",
@@ -175,8 +177,8 @@ def _node(index: int, found: Found, entry: Optional[Dict[str, Any]]) -> NodeRepo
         stopped_by=as_dict(summary.get("stopped_by")) or None,
         launcher=node_bar(manifest, summary, rows, entry),
         rows=rows,
-        attempt_starts=tuple(start for start in starts if start is not None),
-        phases=phases(summary.get("staging")),
+        attempt_starts=tuple(starts),
+        phases=phases(summary.get("staging"), starts[0] if starts else None, ended),
         logs=_node_logs(found, rows),
     )
 

@@ -30,7 +30,7 @@ def href(path: Path, base: Path) -> str:
 def link(log: Optional[LogFile], base: Path, label: str = "") -> str:
     """An ``<a>`` to a file of the run; a missing one is named, not linked."""
     if log is None:
-        return '<span class="missing">no log recorded</span>'
+        return '<span class="missing">none recorded</span>'
     text = escape(label or log.label or Path(log.recorded).name or log.recorded)
     if log.path is None:
         return f'<span class="missing">{text} (not found: {escape(log.recorded)})</span>'

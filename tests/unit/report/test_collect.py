@@ -234,13 +234,40 @@ def test_staging_phases_are_read_whatever_their_shape(tmp_path: Path) -> None:
     job = collect(Launcher(tmp_path / "logs", extra={"staging": staging}).write())
     phases = job.nodes[0].phases
     assert [(p.name, p.start, p.end, p.detail) for p in phases] == [
-        ("stage_in", T0 - 3, T0 - 1, "bytes: 1024"),
+        ("stage_in", T0 - 3, T0 - 1, "bytes: 1024, files: 1"),
         ("final", T0 + 3, T0 + 4, "errors: 0"),
     ]
 
 
+def test_staging_with_durations_only_is_placed_around_the_run(tmp_path: Path) -> None:
+    # The shape of malaunch.staging's MappingReport: a direction and seconds, no times.
+    staging = [
+        {"local": "/cache/data", "url": "obs://b/data", "direction": "in", "files": 3,
+         "bytes": 300, "skipped": 0, "removed": 0, "seconds": 1.5, "errors": []},
+        {"local": "/cache/out", "url": "obs://b/out", "direction": "out", "files": 1,
+         "bytes": 10, "skipped": 0, "removed": 0, "seconds": 0.5, "errors": ["x"]},
+    ]  # fmt: skip
+    job = collect(Launcher(tmp_path / "logs", extra={"staging": staging}).write())
+    stage_in, stage_out = job.nodes[0].phases
+    assert (stage_in.name, stage_in.start, stage_in.end) == ("stage-in /cache/data", T0 - 1.5, T0)
+    assert (stage_out.name, stage_out.start, stage_out.end) == (
+        "stage-out /cache/out",
+        T0 + 2,
+        T0 + 2.5,
+    )
+    assert stage_out.detail.startswith("url: obs://b/out, files: 1, bytes: 10, skipped: 0, ")
+    assert "errors: 1" in stage_out.detail and "placed by its duration" in stage_out.detail
+
+
 @pytest.mark.parametrize(
-    "staging", [None, "done", [1, 2], {"stage_in": {"start": "yesterday", "end": 3}}]
+    "staging",
+    [
+        None,
+        "done",
+        [1, 2],
+        {"stage_in": {"start": "yesterday", "end": 3}},
+        [{"direction": "sideways", "seconds": 1}, {"direction": "in", "seconds": "1"}],
+    ],
 )
 def test_no_usable_staging_is_no_phase(tmp_path: Path, staging: object) -> None:
     extra = {} if staging is None else {"staging": staging}
