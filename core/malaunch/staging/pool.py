@@ -1,0 +1,110 @@
+"""Running the file transfers of one pass in parallel, and what every pass needs to know."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Callable, Iterable, List, Optional, Sequence, TextIO, TypeVar
+
+from malaunch.errors import MalaunchError
+from malaunch.staging.errors import StagingError
+from malaunch.staging.models import Mapping, RetryPolicy
+from malaunch.staging.progress import Progress
+from malaunch.staging.transfer import Cancelled
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A mapping resolved on this node: placeholders expanded, LOCAL absolute, URL opened."""
+
+    mapping: Mapping
+    local: Path
+    fs: Any
+    root: str  # the URL's path within ``fs``, without a trailing slash
+    atomic_put: bool  # S3 and OBS: a PUT is atomic, so uploads need no temporary name
+
+
+@dataclasses.dataclass
+class Run:
+    """One pass: its settings, and the event that stops it (cancel, deadline, first error)."""
+
+    workers: int
+    retry: RetryPolicy
+    stream: Optional[TextIO]
+    abort: threading.Event
+    deadline: Optional[float] = None
+    keep_going: bool = False  # stage-out: upload what can be, report the rest
+    clock: Callable[[], float] = time.monotonic
+
+    def retry_kw(self) -> dict:  # type: ignore[type-arg]
+        return {"retry": self.retry, "stop": self.abort}
+
+
+def run_all(
+    run: Run, items: Sequence[T], work: Callable[[T], None], progress: Progress
+) -> List[str]:
+    """``work(item)`` for every item, ``run.workers`` at a time; the errors, one line each.
+
+    Stops scheduling at the first error unless ``run.keep_going``, at ``run.abort`` and at
+    ``run.deadline``; waits for transfers in flight except past the deadline (the launcher
+    is about to exit, and an unfinished transfer leaves nothing half-written).
+
+    :raises MalaunchError: the first error, unless ``run.keep_going``.
+    """
+    if not items:
+        return []
+    pool = ThreadPoolExecutor(min(run.workers, len(items)), thread_name_prefix="malaunch-stage")
+    pending = {pool.submit(work, item) for item in items}
+    failures: List[BaseException] = []
+    late = False
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            progress.tick()
+            failures.extend(_failures(done))
+            if failures and not run.keep_going:
+                run.abort.set()
+            late = run.deadline is not None and run.clock() >= run.deadline
+            if run.abort.is_set() or late:
+                break
+    finally:
+        pool.shutdown(wait=not late, cancel_futures=True)
+        progress.finish()
+    failures.extend(_failures(f for f in pending if f.done() and not f.cancelled()))
+    left = sum(1 for f in pending if not f.done() or f.cancelled())
+    return _errors(failures, late, run.abort.is_set(), left, run.keep_going)
+
+
+def _failures(futures: Iterable[Future[None]]) -> List[BaseException]:
+    out = []
+    for future in futures:
+        exc = None if future.cancelled() else future.exception()
+        if exc is not None:
+            out.append(exc)
+    return out
+
+
+def _errors(
+    failures: List[BaseException], late: bool, aborted: bool, left: int, keep_going: bool
+) -> List[str]:
+    real = [exc for exc in failures if not isinstance(exc, Cancelled)]
+    for exc in real:
+        if not isinstance(exc, MalaunchError):
+            raise exc  # a bug, not a transfer failure: the CLI reports it as one
+    if real and not keep_going:
+        raise real[0]
+    errors = [str(exc) for exc in real]
+    stopped = left + len(failures) - len(real)
+    if late:
+        errors.append(f"stopped at the deadline with {stopped} files not transferred")
+    elif aborted and stopped:
+        msg = f"stopped with {stopped} files not transferred"
+        if not keep_going:
+            raise StagingError(msg)
+        errors.append(msg)
+    return errors

@@ -1,0 +1,175 @@
+"""One file, one direction, retried with backoff, never half-written at the destination.
+
+A download goes to a temporary name in the destination directory
+(``.<name>.<random>.malaunch-partial``), is checked against the listed size and renamed over
+the target, which POSIX makes atomic. An upload to S3 or OBS goes straight to its key: a
+single PUT is atomic by nature, and s3fs completes a multipart upload (files of 100 MiB and
+more) only when every part is in, and aborts it on failure, so an object is either the whole
+new file or not there. An upload to any other filesystem goes to a temporary name beside the
+target and is moved over it.
+
+Network and server failures are retried (:class:`RetryPolicy`); a missing bucket or key, a
+refused permission and a full disk are not, since trying again cannot help.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+from malaunch.errors import MissingInputError
+from malaunch.log import logger
+from malaunch.staging.errors import StagingError
+from malaunch.staging.manifest import PARTIAL
+from malaunch.staging.models import RetryPolicy
+from malaunch.staging.progress import Progress
+
+T = TypeVar("T")
+_PERMANENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENAMETOOLONG,
+}
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError")
+
+
+class Cancelled(Exception):
+    """The stager was told to stop (:meth:`Stager.cancel`, a deadline)."""
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether trying again may help: the network or the server, not the request or the disk."""
+    if isinstance(exc, _PERMANENT) or type(exc).__name__ in _NO_CREDENTIALS:
+        return False
+    if isinstance(exc, OSError) and exc.errno in _PERMANENT_ERRNOS:
+        return False
+    return not isinstance(exc, (ValueError, TypeError, AttributeError, KeyError, Cancelled))
+
+
+def describe(exc: BaseException) -> str:
+    """One line: the exception's type and message."""
+    text = " ".join(str(exc).split()) or "no details"
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def no_credentials(exc: BaseException) -> bool:
+    return type(exc).__name__ in _NO_CREDENTIALS
+
+
+def retrying(
+    action: Callable[[], T],
+    url: str,
+    retry: RetryPolicy,
+    stop: threading.Event,
+    undo: Callable[[], None] = lambda: None,
+) -> T:
+    """``action()``, tried again after transient failures; ``undo()`` after each failure.
+
+    :raises StagingError: still failing after ``retry.attempts`` tries, or a permanent failure
+        (the message names ``url``).
+    :raises Cancelled: ``stop`` was set while waiting.
+    """
+    failures = 0
+    while True:
+        try:
+            return action()
+        except Exception as exc:
+            undo()
+            if isinstance(exc, Cancelled):
+                raise
+            if isinstance(exc, FileNotFoundError):
+                msg = f"{url}: no such file, bucket or key ({describe(exc)})"
+                raise MissingInputError(msg) from exc
+            failures += 1
+            if not transient(exc) or failures >= retry.attempts:
+                tries = f" after {failures} attempts" if failures > 1 else ""
+                msg = f"{url}: {describe(exc)}{tries}"
+                raise StagingError(msg) from exc
+            delay = retry.delay(failures)
+            logger.warning(f"{url}: {describe(exc)}; retrying in {delay:.1f}s")
+            if stop.wait(delay):
+                raise Cancelled(url) from exc
+
+
+def _callback(progress: Progress, counted: list) -> Any:  # type: ignore[type-arg]
+    """An fsspec callback that adds bytes to ``progress`` and remembers how many."""
+    from fsspec.callbacks import Callback  # noqa: PLC0415 (fsspec is imported lazily)
+
+    class Counting(Callback):  # type: ignore[misc]
+        def relative_update(self, inc: int = 1) -> None:
+            counted[0] += inc
+            progress.add(inc)
+
+        def absolute_update(self, value: int) -> None:
+            self.relative_update(value - counted[0])
+
+    return Counting()
+
+
+def download(
+    fs: Any, rpath: str, target: Path, *, size: int, progress: Progress, url: str, **kw: Any
+) -> None:
+    """Copy ``rpath`` of ``fs`` to ``target`` through a temporary name; check ``size``."""
+    temporary = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}{PARTIAL}"
+    counted = [0]
+
+    def action() -> None:
+        counted[0] = 0
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(rpath, str(temporary), callback=_callback(progress, counted))
+        got = temporary.stat().st_size
+        if got != size:
+            msg = f"got {got} bytes, the listing said {size}"
+            raise OSError(errno.EIO, msg)
+        progress.add(size - counted[0])
+        os.replace(temporary, target)
+
+    def undo() -> None:
+        progress.add(-counted[0])
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
+    retrying(action, url, undo=undo, **kw)
+
+
+def upload(
+    fs: Any, source: Path, rpath: str, *, atomic: bool, progress: Progress, url: str, **kw: Any
+) -> None:
+    """Copy ``source`` to ``rpath`` of ``fs``: directly where a PUT is atomic (S3), else
+    through a temporary name beside it."""
+    temporary: Optional[str] = None if atomic else _beside(rpath)
+    counted = [0]
+
+    def action() -> None:
+        counted[0] = 0
+        callback = _callback(progress, counted)
+        if temporary is None:
+            fs.put_file(str(source), rpath, callback=callback)
+        else:
+            fs.makedirs(fs._parent(rpath), exist_ok=True)
+            fs.put_file(str(source), temporary, callback=callback)
+            fs.mv(temporary, rpath)
+        progress.add(source.stat().st_size - counted[0])
+
+    def undo() -> None:
+        progress.add(-counted[0])
+        if temporary is not None:
+            with contextlib.suppress(Exception):
+                fs.rm_file(temporary)
+
+    retrying(action, url, undo=undo, **kw)
+
+
+def _beside(rpath: str) -> str:
+    parent, _, name = rpath.rstrip("/").rpartition("/")
+    hidden = f".{name}.{uuid.uuid4().hex[:12]}{PARTIAL}"
+    return f"{parent}/{hidden}" if parent else hidden
