@@ -121,6 +121,9 @@ def _one_line(text: str) -> str:
 
 def click_message(exc: click.ClickException) -> str:
     """click's error as one line, naming the option or the ``MALAUNCH_`` variable at fault."""
+    if isinstance(exc, click.MissingParameter) and exc.param is not None:
+        # click leaves its message empty here and builds the text in format_message
+        return f"{_culprit(exc.param, exc.ctx)} is required"
     if isinstance(exc, click.BadParameter) and exc.param is not None:
         return f"{_culprit(exc.param, exc.ctx)}: {exc.message}"
     if isinstance(exc, click.NoSuchOption):
