@@ -186,7 +186,7 @@ class TopologySource:
 
     ``detect`` answers "does this platform's input exist here?" for ``--topology auto``;
     sources without one are only used when named. ``auto_order`` sorts the sources ``auto``
-    tries (lower first; the built-ins use 10, 20, 30, 35, 40, 45 and 1000 for ``local``).
+    tries (lower first; the built-ins' orders are in ``docs/plugins.md``, 1000 for ``local``).
     """
 
     name: str

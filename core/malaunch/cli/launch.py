@@ -33,6 +33,7 @@ Other commands:
   malaunch ranktable convert IN OUT    template 2 -> template 1 (v1.0)
   malaunch ranktable generate OUT      this server's table from /etc/hccn.conf
   malaunch simulate --nodes N ...      run a multi-node job on this machine
+  malaunch render TARGET --nodes N ... Kubernetes manifests that start malaunch
   malaunch logs [DIR]... [--follow]    rank logs merged in arrival order
   malaunch report [DIR] --html OUT     one HTML page: topology, timeline, failure
   malaunch --version

@@ -23,7 +23,7 @@ from malaunch.cli.options import ENV_PREFIX
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
 
-TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate", "logs", "report")
+TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate", "logs", "report", "render")
 
 
 def setup_logging(debug: bool) -> None:
