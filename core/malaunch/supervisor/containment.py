@@ -56,6 +56,7 @@ class Containment:
         if self.cgroup is None and not self.subreaper:
             return []  # containment off (an embedding process may still be a subreaper)
         known = set(known)
+        self.reap(known)  # zombies are no escape: collect them before looking
         found = sorted((set(self._members()) | set(_children())) - known - {os.getpid()})
         for pid in found:
             with contextlib.suppress(OSError):
