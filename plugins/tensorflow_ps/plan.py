@@ -19,6 +19,7 @@ from malaunch.api import (
     TopologyError,
     UsageError,
     free_port,
+    path_safe,
 )
 
 FRAMEWORK = "tensorflow_ps"
@@ -130,7 +131,8 @@ def _spec(
         argv=tuple(argv),
         env={"TF_CONFIG": tf_config(cluster, task)},
         cwd=str(base),
-        log_file=str(base / options.log_dir / f"{task.role}-{task.index}.log"),
+        # A role comes from TF_CONFIG and may be any text: it names a file, not a path.
+        log_file=str(base / options.log_dir / path_safe(f"{task.role}-{task.index}.log")),
         service=service,
     )
 

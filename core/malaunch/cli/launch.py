@@ -8,13 +8,14 @@ the exit code. The other commands live in :mod:`malaunch.cli.tools`.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from malaunch.cli.options import ENV_PREFIX, core_options
+from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.errors import ExitCode, PluginError, UsageError
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
@@ -22,7 +23,6 @@ from malaunch.job.settings import JobSettings, job_settings
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
-from malaunch.supervisor.output import check_prefix_template
 from malaunch.supervisor.signals import parse_signal_names
 
 EPILOG = """\b
@@ -43,18 +43,6 @@ Exit codes: the first failing worker's code (128+N for signal N); 64 usage, 65 m
 input, 66 missing file, 69 topology or peers not ready, 70 internal, 71 spawn failure,
 74 staging I/O, 75 stopped because another node failed, 78 plugin error, 124 hang.
 """
-
-
-def parse_env_pairs(pairs: Sequence[str]) -> Dict[str, str]:
-    """``--env KEY=VALUE`` items; the value may itself contain ``=``."""
-    result: Dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
-            msg = f"--env {pair!r}: expected KEY=VALUE with KEY a variable name"
-            raise UsageError(msg)
-        result[key] = value
-    return result
 
 
 def _split_framework_values(
@@ -98,13 +86,11 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         environ=dict(os.environ),
         framework_options=framework_values,
     )
+    # click has checked every value (malaunch.cli.options); these only convert them.
     extra_env = parse_env_pairs(params["env"])
-    # Checked before the topology wait, so a typo does not cost --wait-timeout.
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
-    if params["console_prefix"] is not None:
-        check_prefix_template(params["console_prefix"])
 
     def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
         """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
@@ -125,9 +111,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     plan = make_plan()
     warn_about_missing_data(plan.topology)
     if params["dry_run"]:
-        # pydantic's own serialiser: json.dumps(indent=...) falls back to pure Python, 1.5 s for
-        # a plan of 10,000 processes.
-        click.echo(plan.model_dump_json(indent=2))
+        click.echo(plan_json(plan))
         return int(ExitCode.OK)
     # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
     # stay light.
@@ -149,6 +133,20 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         console_dedup=params["console_dedup"],
     )
     return supervise(plan, options, replan=make_plan)
+
+
+def plan_json(plan: LaunchPlan) -> str:
+    """The plan as JSON for ``--dry-run``.
+
+    pydantic's own serialiser first: json.dumps(indent=...) falls back to pure Python, 1.5 s
+    for a plan of 10,000 processes. But argv and the environment hold bytes, and bytes that
+    are not UTF-8 reach Python as lone surrogates, which pydantic refuses to encode; json.dumps
+    writes them as \\udcXX escapes (as ``topology --json`` does), and the plan is still printed.
+    """
+    try:
+        return plan.model_dump_json(indent=2)
+    except ValueError:
+        return json.dumps(plan.model_dump(mode="json"), indent=2)
 
 
 def restart_policy(params: Dict[str, Any]) -> RestartPolicy:

@@ -125,7 +125,12 @@ def click_message(exc: click.ClickException) -> str:
         # click leaves its message empty here and builds the text in format_message
         return f"{_culprit(exc.param, exc.ctx)} is required"
     if isinstance(exc, click.BadParameter) and exc.param is not None:
-        return f"{_culprit(exc.param, exc.ctx)}: {exc.message}"
+        culprit = _culprit(exc.param, exc.ctx)
+        for flag in exc.param.opts:
+            # The launcher's own parsers name the option first (malaunch.cli.options.Checked).
+            if exc.message.startswith((f"{flag} ", f"{flag}:")):
+                return culprit + exc.message[len(flag) :]
+        return f"{culprit}: {exc.message}"
     if isinstance(exc, click.NoSuchOption):
         hint = f" (did you mean {', '.join(exc.possibilities)}?)" if exc.possibilities else ""
         return f"no such option: {exc.option_name}{hint}; see `malaunch --help`"
@@ -136,9 +141,20 @@ def _culprit(param: click.Parameter, ctx: Optional[click.Context]) -> str:
     name = param.name or ""
     source = ctx.get_parameter_source(name) if ctx is not None and name else None
     if source is click.core.ParameterSource.ENVIRONMENT:
-        return f"{ENV_PREFIX}_{name.upper()}"
+        return _envvar(param, ctx)
     flags = [flag for flag in param.opts if flag.startswith("--")]
     return flags[0] if flags else (param.human_readable_name or name)
+
+
+def _envvar(param: click.Parameter, ctx: Optional[click.Context]) -> str:
+    """The variable click read: a tool command's are ``MALAUNCH_<COMMAND>_<OPTION>`` (click
+    adds the command's name to ``auto_envvar_prefix``)."""
+    if isinstance(param.envvar, str):
+        return param.envvar
+    if param.envvar:
+        return str(param.envvar[0])
+    prefix = ctx.auto_envvar_prefix if ctx is not None else None
+    return f"{prefix or ENV_PREFIX}_{(param.name or '').upper()}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

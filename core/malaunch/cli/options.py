@@ -1,23 +1,71 @@
 """The launch command's own options (frameworks add theirs in :mod:`malaunch.cli.launch`).
 
 Every option has an environment twin ``MALAUNCH_<OPTION>`` (click's ``auto_envvar_prefix``).
+Every value is checked while click parses, before any topology work: a typo costs neither
+``--wait-timeout`` nor a dry run that prints a plan the launch would then refuse.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 import click
 
+from malaunch.errors import UsageError
 from malaunch.hang.watch import STACK_METHODS
-from malaunch.job.restart import DEFAULT_BACKOFF
+from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
+from malaunch.rankspec import parse_rank_spec
+from malaunch.supervisor.output import check_prefix_template
+from malaunch.supervisor.signals import parse_signal_names
+
+if TYPE_CHECKING:  # click 8.1 (Python 3.9) has no generic ParamType
+    StrType = click.ParamType[str]
+else:
+    StrType = click.ParamType
 
 ENV_PREFIX = "MALAUNCH"
 DEFAULT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def parse_env_pairs(pairs: Sequence[str]) -> Dict[str, str]:
+    """``--env KEY=VALUE`` items; the value may itself contain ``=``."""
+    result: Dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        # ASCII only: str.isalnum() also takes letters and digits of every other script.
+        name = key.replace("_", "a")
+        if not (sep and name.isascii() and name.isalnum() and not key[0].isdigit()):
+            msg = f"--env {pair!r}: expected KEY=VALUE with KEY a variable name"
+            raise UsageError(msg)
+        result[key] = value
+    return result
+
+
+class Checked(StrType):
+    """A text option checked by one of the launcher's own parsers while click parses.
+
+    The value stays text (``simulate`` passes it on to its node launchers as typed); the
+    parser's UsageError, which starts with the option, becomes click's BadParameter, which the
+    error boundary prints naming the option or the ``MALAUNCH_`` variable the value came from.
+    """
+
+    def __init__(self, name: str, check: Callable[[str], object]) -> None:
+        self.name = name
+        self.check = check
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> str:
+        text = str(value)
+        try:
+            self.check(text)
+        except UsageError as exc:
+            self.fail(str(exc), param, ctx)
+        return text
 
 
 def core_options() -> List[click.Parameter]:
@@ -54,6 +102,7 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--console-ranks"],
+            type=Checked("spec", lambda text: parse_rank_spec(text, "--console-ranks")),
             default="all",
             show_default=True,
             metavar="SPEC",
@@ -78,12 +127,14 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--env"],
+            type=Checked("pair", lambda text: parse_env_pairs([text])),
             multiple=True,
             metavar="KEY=VALUE",
             help="Extra environment for every process (repeatable).",
         ),
         click.Option(
             ["--forward-signals"],
+            type=Checked("list", parse_signal_names),
             default=",".join(DEFAULT_SIGNALS),
             show_default=True,
             metavar="LIST",
@@ -91,6 +142,7 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--console-prefix"],
+            type=Checked("template", check_prefix_template),
             metavar="TEMPLATE",
             help="Console prefix from {node}, {host}, {rank}, {local_rank}, {role}, e.g. "
             "'[{host} {rank}] ' [default: [rank N] ]",
@@ -126,6 +178,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--restart-backoff"],
+            type=Checked("seconds", parse_backoff),
             default=DEFAULT_BACKOFF,
             show_default=True,
             metavar="BASE[:MAX]",
@@ -140,6 +193,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--restart-on"],
+            type=Checked("codes", parse_codes),
             default="any",
             show_default=True,
             metavar="CODES",

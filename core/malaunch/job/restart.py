@@ -15,6 +15,7 @@ import signal
 from typing import Callable, FrozenSet, Optional, Set, Tuple
 
 from malaunch.errors import ExitCode, UsageError
+from malaunch.numbers import MAX_SECONDS, parse_seconds
 
 DEFAULT_BACKOFF = "1:30"
 # Failures that no restart can mend: the platform stopped this launcher, or a node is gone.
@@ -79,15 +80,20 @@ def backoff_delay(
 
 
 def parse_backoff(text: str) -> Tuple[float, float]:
-    """``--restart-backoff BASE[:MAX]`` in seconds (MAX defaults to 30 times BASE)."""
+    """``--restart-backoff BASE[:MAX]`` in seconds (MAX defaults to 30 times BASE); each part
+    is a duration as :func:`~malaunch.numbers.parse_seconds` takes it (ASCII, finite, at most
+    a week: ``time.sleep`` overflows past 24.8 days, at the first restart)."""
     base_text, sep, most_text = text.partition(":")
     try:
-        base = float(base_text)
-        most = float(most_text) if sep else base * 30
-    except ValueError:
+        base = parse_seconds(base_text, "BASE")
+        most = parse_seconds(most_text, "MAX") if sep else min(base * 30, MAX_SECONDS)
+    except UsageError:
         base = most = math.nan
-    if not (math.isfinite(base) and math.isfinite(most)) or base < 0 or most < base:
-        msg = f"--restart-backoff {text!r}: expected BASE[:MAX] seconds with 0 <= BASE <= MAX"
+    if math.isnan(base) or most < base:
+        msg = (
+            f"--restart-backoff {text!r}: expected BASE[:MAX] seconds with "
+            f"0 <= BASE <= MAX <= {MAX_SECONDS:g}"
+        )
         raise UsageError(msg)
     return base, most
 

@@ -31,7 +31,13 @@ def parse_signal_names(spec: str) -> Tuple[int, ...]:
         if name not in signal.Signals.__members__:
             msg = f"--forward-signals: unknown signal {raw!r}"
             raise UsageError(msg)
-        result.append(int(signal.Signals[name]))
+        signum = int(signal.Signals[name])
+        if signum in UNFORWARDABLE:
+            # Checked here, with the option, not when the supervisor installs its handlers:
+            # a dry run and a launch still waiting for its topology refuse it too.
+            msg = f"--forward-signals: {name} cannot be caught and forwarded"
+            raise UsageError(msg)
+        result.append(signum)
     return tuple(result)
 
 

@@ -131,11 +131,17 @@ def test_parse_backoff(text: str, expected: Tuple[float, float]) -> None:
     assert parse_backoff(text) == expected
 
 
-@pytest.mark.parametrize("text", ["x", "-1", "5:1", "nan", "inf", "1:inf", "1:", ":1", "1:x", ""])
+@pytest.mark.parametrize(
+    "text",
+    ["x", "-1", "5:1", "nan", "inf", "1:inf", "1:", ":1", "1:x", "", "1_0", " 1", "1e300",
+     "2200000", "1:1e300", "\u0663"],
+)  # fmt: skip
 def test_parse_backoff_rejects(text: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse_backoff(text)
-    expected = f"--restart-backoff {text!r}: expected BASE[:MAX] seconds with 0 <= BASE <= MAX"
+    expected = (
+        f"--restart-backoff {text!r}: expected BASE[:MAX] seconds with 0 <= BASE <= MAX <= 604800"
+    )
     assert str(caught.value) == expected
 
 

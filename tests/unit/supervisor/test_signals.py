@@ -91,3 +91,11 @@ def test_forward_signals_names_with_or_without_sig() -> None:
         signal.SIGUSR1,
         signal.SIGHUP,
     )
+
+
+@pytest.mark.parametrize("name", ["SIGKILL", "stop", "SIGCHLD"])
+def test_forward_signals_refuses_what_cannot_be_forwarded(name: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_signal_names(f"SIGTERM,{name}")
+    full = name.upper() if name.upper().startswith("SIG") else f"SIG{name.upper()}"
+    assert str(info.value) == f"--forward-signals: {full} cannot be caught and forwarded"
