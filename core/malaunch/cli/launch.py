@@ -10,19 +10,23 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
-from malaunch.errors import ExitCode, PluginError, UsageError
+from malaunch.errors import ExitCode, MalaunchError, PluginError, UsageError
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
+from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
+from malaunch.staging.models import Mapping as StageMapping
+from malaunch.staging.session import StagedRun, read_mappings
 from malaunch.supervisor.signals import parse_signal_names
 
 EPILOG = """\b
@@ -91,6 +95,8 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
+    # Read before the topology wait: a missing or malformed mapping file costs nothing.
+    mappings = read_mappings(params["stage_in"], params["stage_out"], params["path_mapping"])
 
     def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
         """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
@@ -111,7 +117,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     plan = make_plan()
     warn_about_missing_data(plan.topology)
     if params["dry_run"]:
-        click.echo(plan_json(plan))
+        click.echo(plan_json(plan, mappings))
         return int(ExitCode.OK)
     # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
     # stay light.
@@ -120,6 +126,18 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
 
     job = job_of(plan, params)
     check_ports(plan, job.port if job is not None else None)
+    staged = None
+    if mappings:
+        staged = StagedRun(
+            mappings,
+            os.environ,
+            plan.topology,
+            launch_dir=os.getcwd(),
+            sync_interval=params["sync_interval"],
+        )
+        stopped_by = stage_in(staged)  # before any rank starts; an error here starts nothing
+        if stopped_by is not None:
+            return ExitCode.for_signal(stopped_by)
     options = SuperviseOptions(
         log_dir=str(log_dir),
         console_ranks=params["console_ranks"],
@@ -131,22 +149,57 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         tail_lines=params["tail_lines"],
         console_prefix=params["console_prefix"],
         console_dedup=params["console_dedup"],
+        finish=staged.finish if staged is not None else None,
     )
-    return supervise(plan, options, replan=make_plan)
+    try:
+        return supervise(plan, options, replan=make_plan)
+    finally:
+        if staged is not None:
+            staged.cancel()  # after an error: the periodic uploads stop with the launcher
 
 
-def plan_json(plan: LaunchPlan) -> str:
+def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:
     """The plan as JSON for ``--dry-run``.
 
     pydantic's own serialiser first: json.dumps(indent=...) falls back to pure Python, 1.5 s
     for a plan of 10,000 processes. But argv and the environment hold bytes, and bytes that
     are not UTF-8 reach Python as lone surrogates, which pydantic refuses to encode; json.dumps
     writes them as \\udcXX escapes (as ``topology --json`` does), and the plan is still printed.
+    With data staging, the mappings are under ``"staging"``.
     """
+    if not mappings:
+        try:
+            return plan.model_dump_json(indent=2)
+        except ValueError:
+            pass
+    document = plan.model_dump(mode="json")
+    if mappings:
+        document["staging"] = [mapping.model_dump(mode="json") for mapping in mappings]
+    return json.dumps(document, indent=2)
+
+
+def stage_in(staged: StagedRun) -> Optional[int]:
+    """Stage in; the signal that stopped it, if one did (no rank has started, and no file is
+    left half-written: the engine writes each under a temporary name)."""
+    caught: List[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        caught.append(signum)
+        staged.cancel()
+
+    stopping = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, on_signal) for signum in stopping}
     try:
-        return plan.model_dump_json(indent=2)
-    except ValueError:
-        return json.dumps(plan.model_dump(mode="json"), indent=2)
+        staged.stage_in()
+    except MalaunchError:
+        if not caught:
+            raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if caught:
+        logger.info(f"stage-in stopped by {signal.Signals(caught[0]).name}")
+    return caught[0] if caught else None
 
 
 def restart_policy(params: Dict[str, Any]) -> RestartPolicy:

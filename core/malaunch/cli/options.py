@@ -19,6 +19,7 @@ from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
+from malaunch.staging.parse import parse_pairs
 from malaunch.supervisor.output import check_prefix_template
 from malaunch.supervisor.signals import parse_signal_names
 
@@ -160,6 +161,7 @@ def core_options() -> List[click.Parameter]:
             help="Last lines of the failed rank's log shown in the summary (0: none).",
         ),
         *job_options(),
+        *staging_options(),
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
         click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
@@ -243,5 +245,42 @@ def job_options() -> List[click.Parameter]:
             show_default=True,
             help="How stacks are captured: py-spy where it works, else faulthandler "
             "(which ends the rank).",
+        ),
+    ]
+
+
+def staging_options() -> List[click.Parameter]:
+    """Data in before the ranks start, out while they run and after (SPEC §10)."""
+    return [
+        click.Option(
+            ["--stage-in"],
+            type=Checked("pair", lambda text: parse_pairs([text], "--stage-in")),
+            multiple=True,
+            metavar="LOCAL=URL",
+            help="Copy URL (s3://, obs://, file://, any fsspec URL) to LOCAL, relative to the "
+            "launch directory, before any rank starts; skipped when unchanged (repeatable).",
+        ),
+        click.Option(
+            ["--stage-out"],
+            type=Checked("pair", lambda text: parse_pairs([text], "--stage-out")),
+            multiple=True,
+            metavar="LOCAL=URL",
+            help="Upload LOCAL to URL after the ranks end (success, failure, SIGTERM); node 0 "
+            "alone unless LOCAL holds {node} or {rank} (repeatable).",
+        ),
+        click.Option(
+            ["--path-mapping"],
+            type=click.Path(dir_okay=False),
+            metavar="FILE",
+            help="X2MindSpore's path_mapping_config.py (read, never run), or its input and "
+            "output tables as JSON or TOML.",
+        ),
+        click.Option(
+            ["--sync-interval"],
+            type=Seconds(),
+            default=0.0,
+            show_default=True,
+            help="Upload the --stage-out outputs every this many seconds while the ranks run "
+            "(0: only at the end).",
         ),
     ]

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
+from malaunch.errors import MalaunchError
 from malaunch.events import Clock
 from malaunch.hang.watch import HangSettings
 from malaunch.job.restart import RestartPolicy
 from malaunch.job.settings import JobSettings
 from malaunch.supervisor.output import ConsoleWriter
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """What a ``finish`` hook did after the last attempt: keys it adds to the summary, and an
+    error that turns a run which otherwise succeeded into a failure with the error's code (or
+    is reported beside the job's own failure, whose code is kept)."""
+
+    summary: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    error: Optional[MalaunchError] = None
+
+
+# Called with the signal that stopped the launcher (None when nothing did).
+FinishHook = Callable[[Optional[int]], Finished]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +43,8 @@ class SuperviseOptions:
     ``tail_lines``: how many of the failed rank's last log lines the summary shows.
     ``console_prefix``: a template with ``{node}``, ``{host}``, ``{rank}``, ``{local_rank}``,
     ``{role}`` (None: ``[rank N]``); ``console_dedup``: fold identical lines of many ranks.
+    ``finish`` runs once the last attempt's processes have ended, before the summary is
+    written (data staging's final upload: :mod:`malaunch.staging.session`).
     """
 
     log_dir: str
@@ -47,3 +64,4 @@ class SuperviseOptions:
     tail_lines: int = 20
     console_prefix: Optional[str] = None
     console_dedup: bool = False
+    finish: Optional[FinishHook] = None

@@ -14,7 +14,12 @@ JSON shape (a contract for platforms and tests)::
      "restarts": int,
      "attempts": [{"attempt", "exit_code", "failure", "decision", "delay"}],
      "processes": [{"role", "rank", "local_rank", "pid", "exit_code", "signal",
-                    "start_time", "end_time", "log_file", "service"}]}
+                    "start_time", "end_time", "log_file", "service"}],
+     "staging": {"stage_in": {phase}, "stage_out": {phase}}}   # only with data staging
+
+A staging phase is ``{"start_time", "end_time", "files", "bytes", "errors": [str],
+"mappings": [{"local", "url", "direction", "files", "bytes", "skipped", "removed", "seconds",
+"errors"}]}``; the stage-out phase is the final pass, its mappings count every pass.
 
 A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent", "node", "rank", "role",
 "code", "signal"}``, and for ``exit`` also ``"log_file"``, ``"tail"`` and ``"exception"`` as
@@ -34,6 +39,7 @@ from malaunch.errors import ExitCode
 from malaunch.files import write_atomic
 from malaunch.log import logger
 from malaunch.supervisor.attempt import describe_failure
+from malaunch.supervisor.options import Finished
 from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
@@ -142,9 +148,18 @@ def _duration(child: Child) -> str:
     return f"{child.end_mono - child.start_mono:.2f}s"
 
 
-def report(outcomes: List[Outcome], log_dir: str, tail_lines: int = 20) -> None:
-    """Log the table and write the JSON file; put the failure's last lines up front."""
+def report(
+    outcomes: List[Outcome], log_dir: str, tail_lines: int = 20, finished: Optional[Finished] = None
+) -> None:
+    """Log the table and write the JSON file; put the failure's last lines up front.
+
+    ``finished``: what the ``finish`` hook adds (data staging's ``staging`` record), and its
+    error's code when the job itself succeeded."""
     summary = build_summary(outcomes, tail_lines)
+    if finished is not None:
+        summary.update(finished.summary)
+        if finished.error is not None and summary["exit_code"] == 0:
+            summary["exit_code"] = int(finished.error.exit_code)
     last = outcomes[-1]
     path = write_summary(log_dir, summary)
     head = f"exit code {summary['exit_code']}"

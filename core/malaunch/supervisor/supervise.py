@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from malaunch.log import logger
 from malaunch.models import LaunchPlan
 from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.node import NodeRun
-from malaunch.supervisor.options import SuperviseOptions
+from malaunch.supervisor.options import Finished, SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import FdConsole, parse_console_ranks
 from malaunch.supervisor.reaper import Reaper
@@ -58,12 +59,20 @@ def supervise(
         except BaseException:
             reaper.kill_all()  # a bug, a failed re-plan, peers that never came: leave nothing
             raise
+        last = outcomes[-1]
+        finished = Finished()
+        if options.finish is not None and last.launch_error is None:
+            finished = options.finish(last.launcher_signal)
         try:
             reaper.release()  # it exits while the summary is written
-            report(outcomes, options.log_dir, options.tail_lines)
+            report(outcomes, options.log_dir, options.tail_lines, finished)
         finally:
             reaper.close()
-    last = outcomes[-1]
     if last.launch_error is not None:
         raise last.launch_error
+    if finished.error is not None:
+        if last.exit_code == 0:
+            raise finished.error
+        # The job's own failure is what the platform must act on; this one is said beside it.
+        logger.error(str(finished.error))
     return last.exit_code
