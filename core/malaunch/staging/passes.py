@@ -44,11 +44,11 @@ def stage_in(target: Target, run: Run) -> MappingReport:
             def fetch(item: Tuple[str, Entry]) -> None:
                 name, entry = item
                 path = local / name if name else local
-                download(
-                    target.fs, _remote(target, name), path, size=entry["size"],
+                seen = download(
+                    target.reader, _remote(target, name), path, entry=entry,
                     progress=progress, url=_url(target, name), **run.retry_kw(),
                 )  # fmt: skip
-                manifest.put(name, {**entry, **(local_state(path) or {})})
+                manifest.put(name, {**seen, **(local_state(path) or {})})
                 progress.file_done()
 
             try:

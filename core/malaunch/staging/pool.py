@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Optional, Sequence, TextIO, TypeVar
 
@@ -13,6 +13,7 @@ from malaunch.errors import MalaunchError
 from malaunch.staging.errors import StagingError
 from malaunch.staging.models import Mapping, RetryPolicy
 from malaunch.staging.progress import Progress
+from malaunch.staging.readers import Reader
 from malaunch.staging.transfer import Cancelled
 
 T = TypeVar("T")
@@ -27,6 +28,7 @@ class Target:
     fs: Any
     root: str  # the URL's path within ``fs``, without a trailing slash
     atomic_put: bool  # S3 and OBS: a PUT is atomic, so uploads need no temporary name
+    reader: Reader  # how a download reads a file (readers.py)
 
 
 @dataclasses.dataclass
@@ -64,7 +66,9 @@ def run_all(
     late = False
     try:
         while pending:
-            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            # wakes at the first failure, when all are done, or to show progress: not at
+            # every file (waiting installs a waiter on each pending future)
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
             progress.tick()
             failures.extend(_failures(done))
             if failures and not run.keep_going:

@@ -163,6 +163,7 @@ def s3_options(scheme: str, environ: Mapping[str, str]) -> Dict[str, Any]:
         "retries": {"max_attempts": 1, "mode": "standard"},
         "connect_timeout": 10,
         "read_timeout": 60,
+        **_checksums_when_required(),
     }
     if scheme == "obs" and host and not _is_address(host):
         config["s3"] = {"addressing_style": "virtual"}  # OBS serves bucket.endpoint names
@@ -173,6 +174,21 @@ def s3_options(scheme: str, environ: Mapping[str, str]) -> Dict[str, Any]:
         "use_listings_cache": False,
         "skip_instance_cache": True,
         **credentials(scheme, environ),
+    }
+
+
+def _checksums_when_required() -> Dict[str, str]:
+    """botocore 1.36+ adds a CRC32 to every upload and checks one on every download. Not
+    every S3-compatible service (OBS among them) accepts the new headers, and the check costs
+    about as much CPU as the transfer itself (``benchmarks/README.md``): ask for them only where
+    an API requires them. Older botocore has neither option, nor the behaviour."""
+    import botocore.config  # noqa: PLC0415 (the s3 extra's; only S3 and OBS URLs need it)
+
+    if "request_checksum_calculation" not in botocore.config.Config.OPTION_DEFAULTS:
+        return {}
+    return {
+        "request_checksum_calculation": "when_required",
+        "response_checksum_validation": "when_required",
     }
 
 

@@ -24,10 +24,16 @@ from malaunch.staging.models import Mapping as StageMapping
 from malaunch.staging.models import MappingReport, RetryPolicy
 from malaunch.staging.parse import expand, per_node
 from malaunch.staging.pool import Run, Target
-from malaunch.staging.remote import S3_SCHEMES, missing_credentials, open_filesystem, scheme_of
+from malaunch.staging.readers import fsspec_reader, s3fs_reader
+from malaunch.staging.remote import (
+    S3_SCHEMES,
+    missing_credentials,
+    open_filesystem,
+    scheme_of,
+)
 from malaunch.staging.transfer import Cancelled, no_credentials, retrying
 
-WORKERS = 16
+WORKERS = 32
 
 
 class Stager:
@@ -201,9 +207,13 @@ class Stager:
 def _target(mapping: StageMapping, base: Path, environ: Mapping[str, str]) -> Target:
     fs, path = open_filesystem(mapping.url, environ)
     local = Path(mapping.local)
-    atomic = scheme_of(mapping.url) in S3_SCHEMES
-    return Target(mapping, base / local if not local.is_absolute() else local, fs,
-                  path.rstrip("/") or path, atomic)  # fmt: skip
+    scheme = scheme_of(mapping.url)
+    s3 = scheme in S3_SCHEMES
+    reader = s3fs_reader(fs) if s3 else fsspec_reader(fs)
+    return Target(
+        mapping, base / local if not local.is_absolute() else local, fs,
+        path.rstrip("/") or path, s3, reader,
+    )  # fmt: skip
 
 
 def _check_bucket(target: Target, run: Run) -> None:

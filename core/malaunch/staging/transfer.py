@@ -20,7 +20,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Dict, Optional, TypeVar
 
 from malaunch.errors import MissingInputError
 from malaunch.log import logger
@@ -28,6 +28,7 @@ from malaunch.staging.errors import StagingError
 from malaunch.staging.manifest import PARTIAL
 from malaunch.staging.models import RetryPolicy
 from malaunch.staging.progress import Progress
+from malaunch.staging.readers import Reader, size_error
 
 T = TypeVar("T")
 _PERMANENT_ERRNOS = {
@@ -116,21 +117,33 @@ def _callback(progress: Progress, counted: list) -> Any:  # type: ignore[type-ar
 
 
 def download(
-    fs: Any, rpath: str, target: Path, *, size: int, progress: Progress, url: str, **kw: Any
-) -> None:
-    """Copy ``rpath`` of ``fs`` to ``target`` through a temporary name; check ``size``."""
+    reader: Reader,
+    rpath: str,
+    target: Path,
+    *,
+    entry: Dict[str, Any],
+    progress: Progress,
+    url: str,
+    **kw: Any,
+) -> Dict[str, Any]:
+    """Copy ``rpath`` to ``target`` through a temporary name, checking the size against its
+    listing ``entry``; the entry of what was read (the ETag the read saw)."""
     temporary = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}{PARTIAL}"
     counted = [0]
+    seen: Dict[str, Any] = dict(entry)
+
+    def count(length: int) -> None:
+        counted[0] += length
+        progress.add(length)
 
     def action() -> None:
         counted[0] = 0
         target.parent.mkdir(parents=True, exist_ok=True)
-        fs.get_file(rpath, str(temporary), callback=_callback(progress, counted))
-        got = temporary.stat().st_size
-        if got != size:
-            msg = f"got {got} bytes, the listing said {size}"
-            raise OSError(errno.EIO, msg)
-        progress.add(size - counted[0])
+        with open(temporary, "wb") as out:
+            got = reader(rpath, entry, out, count)
+        if counted[0] != got["size"]:
+            raise size_error(counted[0], got["size"])
+        seen.update(got)  # one GET of a version newer than listed: record what was read
         os.replace(temporary, target)
 
     def undo() -> None:
@@ -139,6 +152,7 @@ def download(
             temporary.unlink()
 
     retrying(action, url, undo=undo, **kw)
+    return seen
 
 
 def upload(

@@ -8,11 +8,15 @@ import time
 from pathlib import Path
 from typing import List
 
+import fsspec
 import pytest
 
 from malaunch.errors import ExitCode, MissingInputError
-from malaunch.staging import MappingReport, RetryPolicy, Stager, parse_pairs
+from malaunch.staging import MappingReport, RetryPolicy, Stager, StagingError, parse_pairs
 from malaunch.staging.manifest import Manifest, exclusive, manifest_path, own_file
+from malaunch.staging.progress import Progress
+from malaunch.staging.readers import fsspec_reader
+from malaunch.staging.transfer import download
 
 FAST = RetryPolicy(attempts=2, first=0.01)
 
@@ -152,3 +156,26 @@ def test_cancel_ends_a_wait_for_the_lock(tmp_path: Path) -> None:
         stop.set()
         with pytest.raises(InterruptedError), exclusive(lock, "d", stop):
             pass
+
+
+def test_a_file_read_in_several_chunks(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("malaunch.staging.readers.CHUNK", 64)
+    (source / "a/b/two.bin").write_bytes(bytes(range(256)) * 3)
+    report = _stage_in(source, tmp_path / "w")
+    assert (tmp_path / "w/data/a/b/two.bin").read_bytes() == bytes(range(256)) * 3
+    assert report.bytes == 3 + 100 + 768
+
+
+def test_a_file_that_grew_since_the_listing_is_caught(source: Path, tmp_path: Path) -> None:
+    fs = fsspec.filesystem("file")
+    path = source / "top.txt"
+    stop = threading.Event()
+    with pytest.raises(StagingError, match="got 3 bytes, the listing said 2"):
+        download(
+            fsspec_reader(fs), str(path), tmp_path / "t", entry={"size": 2},
+            progress=Progress("x", 2, 1), url="file://x", retry=FAST, stop=stop,
+        )  # fmt: skip
+    assert not (tmp_path / "t").exists()
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
