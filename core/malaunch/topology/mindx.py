@@ -10,7 +10,7 @@ physical ids). The scheduler is external to the worker pods, so it appears in
 
 from __future__ import annotations
 
-from typing import Mapping, Tuple
+from typing import List, Mapping, Set, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Task, Topology, device_slots
@@ -44,7 +44,8 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     if role == SCHED_ROLE:
         # The scheduler pod runs no worker; it only needs MS_WORKER_NUM right, so the worker
         # pods are modelled as well as its variables allow and this pod is node 0 by convention.
-        local = envparse.read_int(env, "MS_LOCAL_WORKER", maximum=MAX_LOCAL_PROCESSES) or total
+        local = envparse.read_int(env, "MS_LOCAL_WORKER", maximum=MAX_LOCAL_PROCESSES)
+        local = local or _workers_per_pod(total)
         pods = _pod_count(total, local)
         node_rank, task = 0, Task(role="scheduler", index=0)
         nproc, ids = local, tuple(range(local))
@@ -123,7 +124,22 @@ def _pod_count(total: int, local: int) -> int:
             "expected NPUs per pod x worker pods"
         )
         raise TopologyError(msg)
+    # Each pod is a node of the topology: 800,000 of them would take minutes to build.
+    if total // local > MAX_NODES:
+        msg = (
+            f"MS_WORKER_NUM={total} / MS_LOCAL_WORKER={local} gives {total // local} worker "
+            f"pods; at most {MAX_NODES}"
+        )
+        raise TopologyError(msg)
     return total // local
+
+
+def _workers_per_pod(total: int) -> int:
+    """NPUs per pod when the scheduler pod is not told: all workers in one pod, or, past what
+    one pod may run, the largest count that divides them (the world size stays right)."""
+    if total <= MAX_LOCAL_PROCESSES:
+        return total
+    return next(n for n in range(MAX_LOCAL_PROCESSES, 0, -1) if total % n == 0)
 
 
 def _local_ids(env: Mapping[str, str], nproc: int) -> Tuple[int, ...]:
@@ -135,10 +151,15 @@ def _local_ids(env: Mapping[str, str], nproc: int) -> Tuple[int, ...]:
     raw = envparse.get(env, VISIBLE_VAR)
     if raw is None:
         return tuple(range(nproc))
-    ids = []
+    ids: List[int] = []
+    seen: Set[int] = set()
     for number, item in enumerate(raw.split(","), start=1):
         if not is_plain_int(item.strip()):
             msg = f'{VISIBLE_VAR}="{raw}": item {number} "{item}" is not a device id'
             raise TopologyError(msg)
+        if int(item) in seen:  # two processes would share one NPU
+            msg = f'{VISIBLE_VAR}="{raw}": item {number} "{item}" lists a device id twice'
+            raise TopologyError(msg)
+        seen.add(int(item))
         ids.append(int(item))
     return tuple(sorted(ids)) if len(ids) == nproc else tuple(range(nproc))

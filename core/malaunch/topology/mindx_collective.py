@@ -114,6 +114,12 @@ def _shape(names: Names, env: Mapping[str, str]) -> Tuple[int, int, int]:
         )
         raise TopologyError(msg)
     pods = total // local
+    if pods > MAX_NODES:  # each pod is a node of the topology: a million would take minutes
+        msg = (
+            f"{names.total}={total} / {names.local}={local} gives {pods} NPU pods; "
+            f"at most {MAX_NODES}"
+        )
+        raise TopologyError(msg)
     rank = _required(env, names.rank, 0, MAX_NODES)
     if rank >= pods:
         msg = (

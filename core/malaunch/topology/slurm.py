@@ -87,7 +87,12 @@ def _hosts(env: Mapping[str, str]) -> Tuple[str, List[str]]:
     for name in NODELIST_VARS:
         value = envparse.get(env, name)
         if value is not None:
-            return name, expand_hostlist(value, name)
+            hosts = expand_hostlist(value, name)
+            # Node names become addresses peers dial and text in logs: hold them to what a
+            # host name is, so "$(id)" or a control character never gets that far.
+            for host in hosts:
+                envparse.check_host(host, f'{name}="{value}"')
+            return name, hosts
     msg = f"none of {', '.join(NODELIST_VARS)} is set: cannot tell the job's nodes"
     raise TopologyError(msg)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import List, Tuple
+from typing import List, Tuple, Union
 
 from malaunch.errors import TopologyError
 from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES
@@ -48,9 +48,14 @@ def _top_level_items(text: str, what: str) -> List[str]:
     return items
 
 
-def _group_values(group: str, what: str, text: str) -> List[str]:
-    """``01-04,07`` -> ["01", "02", "03", "04", "07"]."""
-    values: List[str] = []
+# One bracket group as ranges (low, high, zero-padding width), counted before any is expanded.
+Ranges = List[Tuple[int, int, int]]
+
+
+def _group_ranges(group: str, what: str, text: str) -> Ranges:
+    """``01-04,07`` -> [(1, 4, 2), (7, 7, 2)], at most :data:`MAX_HOSTS` values in all."""
+    ranges: Ranges = []
+    count = 0
     for part in group.split(","):
         match = _RANGE.match(part)
         if match is None:
@@ -58,16 +63,25 @@ def _group_values(group: str, what: str, text: str) -> List[str]:
         low, high = match.group(1), match.group(2) or match.group(1)
         if int(high) < int(low):
             raise _fail(what, text, f'"[{group}]": range "{part}" goes backwards')
-        if len(values) + int(high) - int(low) + 1 > MAX_HOSTS:
+        count += int(high) - int(low) + 1
+        if count > MAX_HOSTS:
             raise _fail(what, text, f'"[{group}]": expands to more than {MAX_HOSTS} hosts')
-        width = len(low)
-        values.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
-    return values
+        ranges.append((int(low), int(high), len(low)))
+    return ranges
 
 
-def _split_item(item: str, what: str, text: str) -> List[List[str]]:
-    """A name as a list of alternatives per segment: literal text or a bracket group."""
-    segments: List[List[str]] = []
+def _group_size(ranges: Ranges) -> int:
+    return sum(high - low + 1 for low, high, _width in ranges)
+
+
+def _group_values(ranges: Ranges) -> List[str]:
+    """The values of a group, each range keeping the zero-padding width of its lower bound."""
+    return [str(n).zfill(width) for low, high, width in ranges for n in range(low, high + 1)]
+
+
+def _split_item(item: str, what: str, text: str) -> List[Union[str, Ranges]]:
+    """A name as its segments: literal text, or a bracket group's ranges."""
+    segments: List[Union[str, Ranges]] = []
     pos = 0
     while pos < len(item):
         open_at = item.find("[", pos)
@@ -75,16 +89,16 @@ def _split_item(item: str, what: str, text: str) -> List[List[str]]:
         if open_at < 0:
             if close_at >= 0:
                 raise _fail(what, text, f'"{item}": "]" without "["')
-            segments.append([item[pos:]])
+            segments.append(item[pos:])
             break
         if 0 <= close_at < open_at:
             raise _fail(what, text, f'"{item}": "]" without "["')
         if open_at > pos:
-            segments.append([item[pos:open_at]])
+            segments.append(item[pos:open_at])
         end = item.find("]", open_at)
         if end < 0 or "[" in item[open_at + 1 : end]:
             raise _fail(what, text, f'"{item}": "[" without a matching "]"')
-        segments.append(_group_values(item[open_at + 1 : end], what, text))
+        segments.append(_group_ranges(item[open_at + 1 : end], what, text))
         pos = end + 1
     return segments
 
@@ -96,12 +110,15 @@ def expand_hostlist(text: str, what: str = "hostlist") -> List[str]:
     hosts: List[str] = []
     for item in _top_level_items(text, what):
         segments = _split_item(item, what, text)
+        # Every group is bounded on its own, but their product is what expanding costs: count
+        # it first (stopping once past the limit), so 20 groups of 99,999 allocate nothing.
         size = 1
-        for options in segments:
-            size *= len(options)
-        if len(hosts) + size > MAX_HOSTS:
-            raise _fail(what, text, f"expands to more than {MAX_HOSTS} hosts")
-        hosts.extend("".join(parts) for parts in itertools.product(*segments))
+        for segment in segments:
+            size *= 1 if isinstance(segment, str) else _group_size(segment)
+            if len(hosts) + size > MAX_HOSTS:
+                raise _fail(what, text, f"expands to more than {MAX_HOSTS} hosts")
+        options = [[s] if isinstance(s, str) else _group_values(s) for s in segments]
+        hosts.extend("".join(parts) for parts in itertools.product(*options))
     return hosts
 
 

@@ -12,17 +12,20 @@ only the listed tasks, so it is a lower bound.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, NoReturn, Tuple
+from typing import Any, Dict, List, Mapping, NoReturn, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import ResolveOptions, Task, Topology
 from malaunch.numbers import MAX_NODES, is_plain_int
 from malaunch.topology import envparse
-from malaunch.topology.tf_ps import RoleMap, build_topology
+from malaunch.topology.jsonvar import load_json
+from malaunch.topology.tf_ps import RoleMap, build_topology, check_distinct
 
 SOURCE = "tf-config"
 VAR = "TF_CONFIG"
 LEGACY_CHIEF = "master"
+# (role, task index) -> the task's JSON path (``cluster.worker[1]``), for messages.
+Paths = Dict[Tuple[str, int], str]
 
 
 def detect(env: Mapping[str, str]) -> bool:
@@ -34,7 +37,9 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     """The cluster of ``TF_CONFIG``, seen from its ``task``."""
     del options  # one process per task: nothing to choose
     doc = _load(env.get(VAR, ""))
-    roles = _cluster(doc.get("cluster"))
+    paths: Paths = {}
+    roles = _cluster(doc.get("cluster"), paths)
+    check_distinct(roles, lambda role, index: paths[role, index], prefix=f"{VAR}: ")
     task = _task(doc.get("task"), roles)
     environment = doc.get("environment")
     if environment is not None and not isinstance(environment, str):
@@ -59,13 +64,14 @@ def _load(raw: str) -> Dict[str, Any]:
     if not raw.strip():
         msg = f"{VAR} is empty or not set: expected a JSON object"
         raise TopologyError(msg)
-    doc = envparse.load_json({VAR: raw}, VAR)
+    doc = load_json({VAR: raw}, VAR)
     if not isinstance(doc, dict):
         _fail(f"expected a JSON object, got {_shown(doc)}")
     return dict(doc)
 
 
-def _cluster(cluster: object) -> RoleMap:
+def _cluster(cluster: object, paths: Paths) -> RoleMap:
+    """The roles of ``cluster``; ``paths`` gets the JSON path of every task, for messages."""
     if cluster is None:
         _fail('cluster: missing (expected {"<role>": ["host:port", ...], ...})')
     if not isinstance(cluster, dict) or not cluster:
@@ -75,20 +81,16 @@ def _cluster(cluster: object) -> RoleMap:
     roles: RoleMap = {}
     for name, entries in cluster.items():
         role = "chief" if name == LEGACY_CHIEF else name
-        roles[role] = _role_tasks(f"cluster.{name}", entries)
+        roles[role] = _role_tasks(f"cluster.{name}", entries, role, paths)
     return roles
 
 
-def _role_tasks(path: str, entries: object) -> Dict[int, Tuple[str, int]]:
+def _role_tasks(path: str, entries: object, role: str, paths: Paths) -> Dict[int, Tuple[str, int]]:
     """A role's addresses by task index: a list, or the sparse ``{"<index>": addr}`` object."""
     if isinstance(entries, list):
         indexed = [(f"{path}[{i}]", i, addr) for i, addr in enumerate(entries)]
     elif isinstance(entries, dict):
-        indexed = []
-        for key, addr in entries.items():
-            if not (isinstance(key, str) and is_plain_int(key) and int(key) <= MAX_NODES):
-                _fail(f"{path}: key {_shown(key)} is not a task index")
-            indexed.append((f"{path}[{_shown(key)}]", int(key), addr))
+        indexed = _sparse(path, entries)
     else:
         _fail(f'{path}: expected a list of "host:port" (or an object), got {_shown(entries)}')
     tasks: Dict[int, Tuple[str, int]] = {}
@@ -96,7 +98,22 @@ def _role_tasks(path: str, entries: object) -> Dict[int, Tuple[str, int]]:
         if not isinstance(addr, str):
             _fail(f'{where}: expected "host:port", got {_shown(addr)}')
         tasks[index] = envparse.split_host_port(addr.strip(), f'{VAR}: {where} "{addr}"')
+        paths[role, index] = where
     return tasks
+
+
+def _sparse(path: str, entries: Dict[Any, object]) -> List[Tuple[str, int, object]]:
+    """(JSON path, task index, address) of each key; "1" and "01" are one index, refused."""
+    indexed: List[Tuple[str, int, object]] = []
+    keys: Dict[int, str] = {}
+    for key, addr in entries.items():
+        if not (isinstance(key, str) and is_plain_int(key) and int(key) <= MAX_NODES):
+            _fail(f"{path}: key {_shown(key)} is not a task index")
+        if int(key) in keys:
+            _fail(f"{path}: keys {_shown(keys[int(key)])} and {_shown(key)} are one task index")
+        keys[int(key)] = key
+        indexed.append((f"{path}[{_shown(key)}]", int(key), addr))
+    return indexed
 
 
 def _task(task: object, roles: RoleMap) -> Task:

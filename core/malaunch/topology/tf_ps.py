@@ -10,7 +10,7 @@ and ``VC_TASK_INDEX`` (the index *within* that task: ps-1 and worker-1 both see 
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Device, Node, ResolveOptions, Task, Topology
@@ -47,6 +47,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     for role, name in HOST_VARS.items():
         if envparse.get(env, name) is not None:
             roles[role] = dict(enumerate(envparse.parse_host_ports(env[name], name)))
+    check_distinct(roles, lambda role, index: f"{HOST_VARS[role]} item {index + 1}")
     role = _task_role(env, roles)
     index = _task_index(env, role, len(roles[role]))
     return build_topology(SOURCE, roles, Task(role=role, index=index), env)
@@ -99,9 +100,9 @@ def build_topology(
     Chief tasks get ranks 0..c-1 and worker ``i`` gets rank ``c + i``, so without a chief the
     rank is the worker index and the world size is the number of workers. ``unlisted_host``
     is the address of this task when the cluster does not list it (an evaluator in old
-    TF_CONFIG layouts); it then becomes an extra node without a rank.
+    TF_CONFIG layouts); it then becomes an extra node without a rank. The caller has checked
+    the addresses with :func:`check_distinct`, naming where it read them.
     """
-    _check_distinct(source, roles)
     chiefs = len(roles.get("chief", {}))
     nodes: List[Node] = []
     node_rank: Optional[int] = None
@@ -138,18 +139,22 @@ def build_topology(
     )
 
 
-def _check_distinct(source: str, roles: RoleMap) -> None:
-    """TensorFlow binds one server per task: two tasks on one host:port cannot both run."""
-    seen: Dict[Tuple[str, int], str] = {}
+def check_distinct(roles: RoleMap, where: Callable[[str, int], str], prefix: str = "") -> None:
+    """TensorFlow binds one server per task: two tasks on one host:port cannot both run.
+
+    ``where(role, index)`` names what lists a task (``TF_WORKER_HOSTS item 2``,
+    ``cluster.worker[1]``) and ``prefix`` starts the message (``TF_CONFIG: ``).
+    """
+    seen: Dict[Tuple[str, int], Tuple[str, int]] = {}
     for role in ordered_roles(roles):
         for index, (host, port) in sorted(roles[role].items()):
-            task = f"{role} {index}"
-            address = (host.lower(), port)
+            address = (host.lower(), port)  # host names are case-blind
             if address in seen:
                 shown = envparse.format_host_port(host, port)
-                msg = f"{source}: {seen[address]} and {task} are both at {shown}"
+                first, second = where(*seen[address]), where(role, index)
+                msg = f"{prefix}{first} and {second} are both at {shown}"
                 raise TopologyError(msg)
-            seen[address] = task
+            seen[address] = (role, index)
 
 
 def _master(roles: RoleMap, nodes: List[Node]) -> str:

@@ -109,6 +109,25 @@ def test_nothing_set() -> None:
             {"DATASET_PATH": "[1, 2]"},
             "DATASET_PATH='[1, 2]': expected a Python list literal of paths",
         ),
+        # literal_eval raises TypeError here, MemoryError and RecursionError below.
+        (
+            {"DATASET_PATH": "{[]}"},
+            "DATASET_PATH='{[]}': expected a Python list literal of paths",
+        ),
+        (
+            {"DATASET_PATH": "-" * 100_000 + "1"},
+            f"DATASET_PATH={'-' * 60!r}... (100001 characters): expected a Python list literal "
+            "of paths",
+        ),
+        (
+            {"DATASET_PATH": "1" + "+1" * 30_000},
+            f"DATASET_PATH={('1' + '+1' * 30)[:60]!r}... (60001 characters): expected a Python "
+            "list literal of paths",
+        ),
+        (
+            {"DATASET_MAP": '{"a": ' + "9" * 5000 + "}"},
+            "DATASET_MAP: a: an integer of 5000 digits (at most 4300)",
+        ),
     ],
 )
 def test_malformed(env: Dict[str, str], message: str) -> None:

@@ -107,6 +107,33 @@ def test_parse_hosts_rejects_a_port() -> None:
     )
 
 
+@pytest.mark.parametrize("zone", ["eth0", "1", "en_p1.2-a"])
+def test_ipv6_zone_of_an_interface_name_or_number(zone: str) -> None:
+    address = f"fe80::1%{zone}"
+    assert envparse.check_host(address, "H") == address
+    assert envparse.parse_host(f"[{address}]", "H") == address
+    assert envparse.parse_hosts(f"{address},b", "H") == [address, "b"]
+    assert envparse.parse_host_ports(f"[{address}]:22", "H") == [(address, 22)]
+    assert envparse.is_ip(address)
+
+
+@pytest.mark.parametrize("zone", ["$(id)", "a b", "\x01", "é", "a;b"])
+def test_ipv6_zone_with_anything_else_is_refused(zone: str) -> None:
+    address = f"fe80::1%{zone}"
+    assert not envparse.is_host(address)
+    assert not envparse.is_ip(address)
+    with pytest.raises(TopologyError) as info:
+        envparse.parse_host(address, "MS_SCHED_HOST")
+    assert str(info.value) == (
+        f"MS_SCHED_HOST: {address!r} is not an IPv6 address (a zone after % holds only letters, "
+        "digits, _ . -)"
+    )
+    with pytest.raises(TopologyError, match=r"^H item 1 .* zone"):
+        envparse.parse_hosts(f"{address},b", "H")
+    with pytest.raises(TopologyError, match=r"^H item 1 .* zone"):
+        envparse.parse_host_ports(f"[{address}]:22,b:1", "H")
+
+
 @pytest.mark.parametrize(
     ("env", "expected"),
     [({}, 7), ({"N": ""}, 7), ({"N": " 3 "}, 3), ({"N": "0"}, 0)],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -97,6 +97,24 @@ def test_scheduler_pod_without_local_worker_still_counts_every_worker() -> None:
 
 
 @pytest.mark.parametrize(
+    ("total", "nnodes"), [("10000", 1), ("20000", 2), ("30006", 6), ("100003", None)]
+)
+def test_scheduler_pod_without_local_worker_keeps_each_pod_within_bounds(
+    total: str, nnodes: Optional[int]
+) -> None:
+    """One pod of every worker would be millions of slots on one node: the workers are split
+    into the fewest pods of equal size that keep each within what one launcher runs."""
+    env = scheduler_env(MS_WORKER_NUM=total)
+    del env["MS_LOCAL_WORKER"]
+    if nnodes is None:  # a prime: only pods of 1, more pods than a job has nodes
+        with pytest.raises(TopologyError, match="gives 100003 worker pods; at most 100000"):
+            mindx.resolve(env, OPTIONS)
+        return
+    topo = mindx.resolve(env, OPTIONS)
+    assert (topo.nnodes, topo.world_size) == (nnodes, int(total))
+
+
+@pytest.mark.parametrize(
     "changes",
     [
         {"MS_ROLE": ""},
@@ -126,6 +144,16 @@ def test_not_detected_on_other_platforms() -> None:
         ({"MS_ROLE": "MS_PSERVER"}, (), 'MS_ROLE="MS_PSERVER": expected MS_SCHED or MS_WORKER'),
         ({"MS_SCHED_HOST": "a b"}, (), "MS_SCHED_HOST: 'a b' is not a host name or address"),
         ({"ASCEND_VISIBLE_DEVICES": "0,x"}, (), 'ASCEND_VISIBLE_DEVICES="0,x": item 2 "x"'),
+        (
+            {"ASCEND_VISIBLE_DEVICES": "0,1,2,3,4,5,6,6"},
+            (),
+            'ASCEND_VISIBLE_DEVICES="0,1,2,3,4,5,6,6": item 8 "6" lists a device id twice',
+        ),
+        (
+            {"MS_WORKER_NUM": "6400000"},
+            (),
+            "MS_WORKER_NUM=6400000 / MS_LOCAL_WORKER=8 gives 800000 worker pods; at most 100000",
+        ),
         ({}, ("MS_NODE_RANK",), "MS_NODE_RANK is not set: the ascend-operator sets it"),
         ({}, ("MS_LOCAL_WORKER",), "MS_LOCAL_WORKER is not set: the ascend-operator sets it"),
         ({}, ("MS_SCHED_PORT",), "MS_SCHED_PORT is not set: the ascend-operator sets"),

@@ -122,6 +122,11 @@ ERRORS: List[Tuple[Dict[str, str], Tuple[str, ...], str]] = [
     ({"LOCAL_WORLD_SIZE": "0"}, (), 'LOCAL_WORLD_SIZE="0": expected an integer >= 1'),
     ({"LOCAL_WORLD_SIZE": "20000"}, (), 'LOCAL_WORLD_SIZE="20000": expected at most 10000'),
     (
+        {"WORLD_SIZE": "6400000"},
+        (),
+        "WORLD_SIZE=6400000 / LOCAL_WORLD_SIZE=8 gives 800000 NPU pods; at most 100000",
+    ),
+    (
         {},
         ("RANK",),
         "RANK is not set: the ascend-operator sets it on every NPU pod of an AscendJob",

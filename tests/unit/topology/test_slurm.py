@@ -70,6 +70,11 @@ def test_expand_hostlist(text: str, hosts: List[str]) -> None:
          '"\u0661-\u0662" is not a number or a range N-M'),
         ("n[" + "9" * 5000 + "]", 'SLURM_JOB_NODELIST="n[' + "9" * 5000 + ']": "[' + "9" * 5000
          + ']": "' + "9" * 5000 + '" is not a number or a range N-M'),
+        # The product of a name's groups is counted before any group is expanded.
+        ("n" + "[1-99999]" * 20, 'SLURM_JOB_NODELIST="n' + "[1-99999]" * 20
+         + '": expands to more than 100000 hosts'),
+        ("a,n[1-50000]x[1-2]", 'SLURM_JOB_NODELIST="a,n[1-50000]x[1-2]": expands to more than '
+         "100000 hosts"),
     ],
 )  # fmt: skip
 def test_malformed_hostlist(text: str, message: str) -> None:
@@ -201,6 +206,13 @@ def test_nproc_option_wins_and_visible_devices_give_ids() -> None:
         ({"CUDA_VISIBLE_DEVICES": "0,1"},
          "SLURM_GPUS_ON_NODE asks for 8 processes per node but CUDA_VISIBLE_DEVICES lists 2"),
         ({"SLURM_NODEID": "x"}, 'SLURM_NODEID="x": expected a non-negative integer'),
+        # Node names are host names: nothing a shell or a log line could misread.
+        ({"SLURM_STEP_NODELIST": "$(id),node[02-05]"},
+         "SLURM_STEP_NODELIST=\"$(id),node[02-05]\": '$(id)' is not a host name or address"),
+        ({"SLURM_STEP_NODELIST": "n;id[1-5]"},
+         "SLURM_STEP_NODELIST=\"n;id[1-5]\": 'n;id1' is not a host name or address"),
+        ({"SLURM_STEP_NODELIST": "a\x01[1-5]"},
+         "SLURM_STEP_NODELIST=\"a\x01[1-5]\": 'a\\x011' is not a host name or address"),
     ],
 )  # fmt: skip
 def test_errors(changes: Dict[str, str], message: str) -> None:

@@ -160,6 +160,24 @@ GOOD_CLUSTER = {"ps": ["p0:2222"], "worker": ["w0:2222", "w1:2222", "w2:2222"]}
             'TF_CONFIG: cluster.worker["1"] "w1": expected host:port',
         ),
         (
+            '{"cluster": {"worker": {"1": "w0:1", "01": "w1:1"}}}',
+            'TF_CONFIG: cluster.worker: keys "1" and "01" are one task index',
+        ),
+        (
+            '{"cluster": {"worker": ["w0:1", "W0:1"]}}',
+            "TF_CONFIG: cluster.worker[0] and cluster.worker[1] are both at W0:1",
+        ),
+        (
+            '{"cluster": {"master": ["m:1"], "worker": {"3": "m:1"}}}',
+            'TF_CONFIG: cluster.master[0] and cluster.worker["3"] are both at m:1',
+        ),
+        (
+            '{"cluster": {"worker": ["w0:1"]}, "task": {"type": "worker", "index": '
+            + "9" * 5000
+            + "}}",
+            "TF_CONFIG: task.index: an integer of 5000 digits (at most 4300)",
+        ),
+        (
             '{"cluster": {"chief": ["c:1"], "master": ["m:1"]}}',
             "TF_CONFIG: cluster: has both chief and master (the legacy name of chief)",
         ),

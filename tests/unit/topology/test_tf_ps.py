@@ -163,6 +163,23 @@ BASE = {"TF_PS_HOSTS": "p0:2222,p1:2222", "TF_WORKER_HOSTS": "w0:2222,w1:2222,w2
             'MA_TASK_NAME="chief": expected one of ps, worker',
         ),
         (
+            {"TF_PS_HOSTS": "w1:2222", "MA_TASK_NAME": "ps"},
+            "TF_PS_HOSTS item 1 and TF_WORKER_HOSTS item 2 are both at w1:2222",
+        ),
+        (
+            {"TF_WORKER_HOSTS": "w0:2222,W0:2222", "MA_TASK_NAME": "ps"},
+            "TF_WORKER_HOSTS item 1 and TF_WORKER_HOSTS item 2 are both at W0:2222",
+        ),
+        (
+            {"TF_CHIEF_HOSTS": "p1:2222", "MA_TASK_NAME": "ps"},
+            "TF_CHIEF_HOSTS item 1 and TF_PS_HOSTS item 2 are both at p1:2222",
+        ),
+        (
+            {"TF_PS_HOSTS": "[fe80::1%$(id)]:2222", "MA_TASK_NAME": "ps"},
+            "TF_PS_HOSTS item 1 \"[fe80::1%$(id)]:2222\": 'fe80::1%$(id)' is not an IPv6 address "
+            "(a zone after % holds only letters, digits, _ . -)",
+        ),
+        (
             {"TF_PS_HOSTS": "", "MA_TASK_NAME": "ps"},
             "TF_PS_HOSTS is not set (the tf-ps source needs TF_PS_HOSTS and TF_WORKER_HOSTS)",
         ),

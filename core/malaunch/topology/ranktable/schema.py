@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, NoReturn, Opt
 
 from malaunch.errors import TopologyError
 from malaunch.numbers import MAX_DIGITS, is_plain_int
+from malaunch.topology.envparse import is_host, is_ip
 
 # Marks a key that is absent, as opposed to present with JSON null.
 MISSING: Any = object()
@@ -111,6 +112,23 @@ def text(value: Any, where: str, path: str) -> str:
     fail(where, path, f"expected a non-empty string, got {shown(value)}")
 
 
+def host(value: Any, where: str, path: str) -> str:
+    """A required host name or address (``server_id``): peers dial it and logs show it, so it
+    is held to what every other host the launcher reads is (never "$(id)" or a space)."""
+    name = text(value, where, path)
+    if not is_host(name):
+        fail(where, path, f"{_short(value)} is not a host name or address")
+    return name
+
+
+def optional_host(value: Any, where: str, path: str) -> Optional[str]:
+    """An optional host (``host_ip``, ``container_ip``); ``""`` counts as absent."""
+    name = optional_text(value, where, path)
+    if name is not None and not is_host(name):
+        fail(where, path, f"{_short(value)} is not a host name or address")
+    return name
+
+
 def optional_text(value: Any, where: str, path: str) -> Optional[str]:
     """An optional string; ``""`` counts as absent (ascend-operator writes empty keys)."""
     if value is MISSING or value is None or value == "":
@@ -166,7 +184,8 @@ def text_at(
 
 
 class UniqueIps:
-    """Device NIC addresses must be unique across the table (HCCL rejects duplicates).
+    """Device NIC addresses must be IP addresses, unique across the table (HCCL rejects both
+    at start-up).
 
     ``""`` and ``"-1"`` (device plugin could not read the address) are not addresses and are
     not compared; a comma-separated value lists several NICs of one device.
@@ -181,6 +200,9 @@ class UniqueIps:
             return
         for part in ip.split(",") if "," in ip else (ip,):
             address = part.strip().lower()
+            if not is_ip(address):
+                what = f"{_short(part)} is not an IP address"
+                fail(self.where, f"{list_path}[{index}].device_ip", what)
             if address in self.seen:
                 other_list, other_index = self.seen[address]
                 what = (

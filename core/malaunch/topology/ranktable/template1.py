@@ -20,9 +20,9 @@ from malaunch.topology.ranktable.schema import (
     check_count,
     digits_at,
     fail,
-    optional_text,
+    host,
+    optional_host,
     shown,
-    text,
     text_at,
 )
 from malaunch.topology.ranktable.superpod import SuperIds, check_super_pods, super_device_ids
@@ -71,7 +71,7 @@ def _parse(data: Mapping[str, Any], where: str, version: str, bulk: Optional[Col
 def _server(
     raw: Dict[str, Any], path: str, where: str, ips: UniqueIps, bulk: Optional[Collected]
 ) -> Server:
-    server_id = text(raw.get("server_id", MISSING), where, f"{path}.server_id")
+    server_id = host(raw.get("server_id", MISSING), where, f"{path}.server_id")
     list_path = f"{path}.device"
     devices = a_list(raw.get("device", MISSING), where, list_path)
     if bulk is not None:
@@ -84,8 +84,8 @@ def _server(
         server_id=server_id,
         devices=entries,
         path=path,
-        host_ip=optional_text(raw.get("host_ip", MISSING), where, f"{path}.host_ip"),
-        container_ip=optional_text(raw.get("container_ip", MISSING), where, f"{path}.container_ip"),
+        host_ip=optional_host(raw.get("host_ip", MISSING), where, f"{path}.host_ip"),
+        container_ip=optional_host(raw.get("container_ip", MISSING), where, f"{path}.container_ip"),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from malaunch.numbers import MAX_DIGITS, is_plain_int
 from malaunch.topology.ranktable.bulk import Collected, NotCommon, addresses, numbers
 from malaunch.topology.ranktable.schema import (
     MISSING,
@@ -23,6 +24,7 @@ from malaunch.topology.ranktable.schema import (
     check_count,
     digits_at,
     fail,
+    host,
     number,
     plural,
     shown,
@@ -135,9 +137,19 @@ def _group_pods(
 
 
 def pod_index(pod_name: str) -> Optional[int]:
-    """The integer after the last ``-`` of a pod name, or None when there is none."""
+    """The integer after the last ``-`` of a pod name, or None when there is none (or it has
+    more digits than any index: see :func:`_pod_order`)."""
     suffix = pod_name.rpartition("-")[2]
-    return int(suffix) if suffix.isdigit() and suffix.isascii() else None
+    return int(suffix) if is_plain_int(suffix) else None
+
+
+def _pod_order(name: str, where: str, path: str) -> Optional[int]:
+    """:func:`pod_index`, refusing an index too long to be one (int() raises past 4,300
+    digits; no pod is numbered past 18)."""
+    suffix = name.rpartition("-")[2]
+    if len(suffix) > MAX_DIGITS and suffix.isascii() and suffix.isdigit():
+        fail(where, path, f'the pod index after the last "-" has {len(suffix)} digits')
+    return pod_index(name)
 
 
 def _pod(raw: Any, path: str, seen: _Seen) -> _Pod:
@@ -149,15 +161,16 @@ def _pod(raw: Any, path: str, seen: _Seen) -> _Pod:
             where, f"{path}.pod_name", f"duplicate pod name {shown(name)} (also {seen.pods[name]})"
         )
     seen.pods[name] = path
-    server_id = text(instance.get("server_id", MISSING), where, f"{path}.server_id")
+    order = _pod_order(name, where, f"{path}.pod_name")
+    server_id = host(instance.get("server_id", MISSING), where, f"{path}.server_id")
     list_path = f"{path}.devices"
     devices = a_list(instance.get("devices", MISSING), where, list_path)
     if seen.bulk is not None:
         ids, ips = numbers(devices, "device_id"), addresses(devices)
         seen.bulk.add(server_id, ids, ips)
-        return _Pod(pod_index(name), name, server_id, ids, ips, path)
+        return _Pod(order, name, server_id, ids, ips, path)
     ids_and_ips = _devices_one_by_one(devices, list_path, server_id, seen)
-    return _Pod(pod_index(name), name, server_id, *ids_and_ips, path)
+    return _Pod(order, name, server_id, *ids_and_ips, path)
 
 
 def _devices_one_by_one(

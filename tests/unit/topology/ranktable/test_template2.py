@@ -118,6 +118,19 @@ def test_duplicate_pod_index_in_a_group_is_rejected() -> None:
     )
 
 
+def test_pod_index_longer_than_any_index_is_rejected() -> None:
+    """int() raises past 4,300 digits; no pod is numbered past 18."""
+    raw = json.loads((SHARED / "ranktable_template2_2pods_8dev.json").read_text())
+    raw["group_list"][0]["instance_list"][0]["pod_name"] = "worker-" + "9" * 5000
+    with pytest.raises(TopologyError) as info:
+        parse_table(raw, "rank table t")
+    assert str(info.value) == (
+        'rank table t: group_list[0].instance_list[0].pod_name: the pod index after the last "-" '
+        "has 5000 digits"
+    )
+    assert pod_index("worker-" + "9" * 19) is None
+
+
 def test_pod_without_index_in_a_multi_pod_group_is_rejected() -> None:
     raw = json.loads((SHARED / "ranktable_template2_2pods_8dev.json").read_text())
     raw["group_list"][0]["instance_list"][0]["pod_name"] = "worker-a"
@@ -207,10 +220,12 @@ def test_written_text_is_json_with_one_server_per_line(path: Path) -> None:
 
 def test_addresses_are_escaped_as_json() -> None:
     raw = json.loads((SHARED / "ranktable_template2_2pods_8dev.json").read_text())
-    raw["group_list"][0]["instance_list"][0]["server_id"] = 'odd "name" \u00e9'
     raw["group_list"][0]["instance_list"][0]["devices"][0]["device_ip"] = "fe80::1%eth0"
     del raw["group_list"][0]["instance_list"][1]["devices"][7]["device_ip"]
-    document = json.loads(v1_text(parse_table(raw, "t")))
+    table = parse_table(raw, "t")
+    # The parser refuses such a server_id; the writer must still quote whatever it is given.
+    odd = table.servers[1]._replace(server_id='odd "name" \u00e9')
+    document = json.loads(v1_text(table._replace(servers=(table.servers[0], odd))))
     assert document["server_list"][1]["server_id"] == 'odd "name" \u00e9'
     assert document["server_list"][1]["device"][0]["device_ip"] == "fe80::1%eth0"
     assert document["server_list"][0]["device"][7] == {"device_id": "7", "rank_id": "7"}
