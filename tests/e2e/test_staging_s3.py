@@ -31,6 +31,8 @@ from malaunch.staging import (
     parse_pairs,
     read_path_mapping,
 )
+from malaunch.staging.progress import Progress
+from malaunch.staging.transfer import download
 
 FAST = RetryPolicy(attempts=3, first=0.1, factor=2.0, most=0.5)
 TREE = {
@@ -370,3 +372,28 @@ def test_an_unknown_scheme_is_64_before_anything(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown URL scheme 'nosuch'") as caught:
         Stager(parse_pairs(["d=nosuch://x/y"], "--stage-in"), {}, launch_dir=tmp_path)
     assert caught.value.exit_code == ExitCode.USAGE
+
+
+def test_a_large_object_is_read_in_ranges_and_a_changed_one_whole(
+    s3: S3Server, bucket: Dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("malaunch.staging.readers.BIG", 100_000)
+    monkeypatch.setattr("malaunch.staging.readers.PART", 30_000)
+    pairs = parse_pairs(["data=s3://data/set"], "--stage-in")
+    [first] = _stager(pairs, s3.env(), tmp_path).stage_in()
+    assert _tree(tmp_path / "data") == {name: _digest(body) for name, body in bucket.items()}
+    assert first.bytes == sum(TREE.values())
+
+    client = s3.client()
+    old = client.head_object(Bucket="data", Key="set/train/part-0.bin")["ETag"]
+    body = os.urandom(250_000)
+    client.put_object(Bucket="data", Key="set/train/part-0.bin", Body=body)
+    # read against the older listing: the first range's If-Match fails, one whole GET follows
+    target = _stager(pairs, s3.env(), tmp_path).inputs[0]
+    seen = download(
+        target.reader, "data/set/train/part-0.bin", tmp_path / "again.bin",
+        entry={"size": 300_000, "etag": old}, progress=Progress("t", 300_000, 1),
+        url="s3://data/set/train/part-0.bin", retry=FAST, stop=threading.Event(),
+    )  # fmt: skip
+    assert (tmp_path / "again.bin").read_bytes() == body
+    assert seen["size"] == 250_000 and seen["etag"] != old

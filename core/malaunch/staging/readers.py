@@ -5,6 +5,9 @@ For S3 and OBS, ``fs.get_file`` would do too, but this reads the body in 1 MiB p
 than 64 KiB (less work per byte on the loop, which is what bounds a stage-in on a small
 machine: ``benchmarks/bench_staging.py``), needs no HEAD, and returns the ETag of the GET:
 a file that changed since it was listed is recorded as it was read, at no extra request.
+An object of :data:`BIG` bytes or more is read in ranges, several at a time (one connection
+is slow on a long path), each with ``If-Match`` on the listed ETag so that a change in the
+middle fails the read (and it is retried) rather than mixing two versions.
 
 A reader writes the file to ``out``, calls ``count`` with each piece's length, and returns
 what it saw: the size the file should now have and its ETag, when known. The fsspec reader,
@@ -14,11 +17,16 @@ grew is caught by the size check, and compares the ETag (or mtime) after several
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import os
 from typing import Any, BinaryIO, Callable, Dict
 
 CHUNK = 8 * 2**20  # an fsspec read asks for this much at a time
 STREAM = 1 << 20  # an S3 body is read this much at a time
+BIG = 64 * 2**20  # an S3 object this large is read in ranges, several at a time
+PART = 16 * 2**20
+PARTS = 8
 
 Seen = Dict[str, Any]  # what the read saw: "size" it should have got, "etag"
 Reader = Callable[[str, Dict[str, Any], BinaryIO, Callable[[int], None]], Seen]
@@ -51,6 +59,8 @@ def s3fs_reader(fs: Any) -> Reader:
     from fsspec.asyn import sync  # noqa: PLC0415 (fsspec is imported when a URL is opened)
 
     def read(path: str, entry: Seen, out: BinaryIO, count: Callable[[int], None]) -> Seen:
+        if int(entry["size"]) >= BIG and entry.get("etag"):
+            return dict(sync(fs.loop, _get_parts, fs, path, entry, out, count))
         return dict(sync(fs.loop, _get_object, fs, path, entry, out, count))
 
     return read
@@ -61,20 +71,59 @@ async def _get_object(
 ) -> Seen:
     bucket, key, _ = fs.split_path(path)
     response = await fs._call_s3("get_object", Bucket=bucket, Key=key)
-    body = response["Body"]
-    try:
-        while True:
-            data = await body.read(STREAM)
-            if not data:
-                break
-            out.write(data)
-            count(len(data))
-    finally:
-        body.close()
+    await _stream(response["Body"], out.fileno(), 0, count)
     seen: Seen = {"size": int(response.get("ContentLength", entry["size"]))}
     if response.get("ETag"):
         seen["etag"] = str(response["ETag"])
     return seen
+
+
+async def _get_parts(
+    fs: Any, path: str, entry: Seen, out: BinaryIO, count: Callable[[int], None]
+) -> Seen:
+    """A large object in ``PART``-sized ranges, ``PARTS`` at a time, each written at its
+    offset; ``If-Match`` on every range, so that all of them read the version listed."""
+    bucket, key, _ = fs.split_path(path)
+    size = int(entry["size"])
+    out.truncate(size)
+    limit = asyncio.Semaphore(PARTS)
+
+    async def part(start: int) -> None:
+        end = min(start + PART, size) - 1
+        async with limit:
+            response = await fs._call_s3(
+                "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end}",
+                IfMatch=entry["etag"],
+            )  # fmt: skip
+            await _stream(response["Body"], out.fileno(), start, count)
+
+    try:
+        await part(0)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # s3fs's PreconditionFailed: not the version listed
+            raise
+        out.truncate(0)
+        return await _get_object(fs, path, entry, out, count)  # one GET: one version
+    try:
+        await asyncio.gather(*(part(start) for start in range(PART, size, PART)))
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise OSError(errno.EIO, "changed while it was read") from exc
+        raise
+    return {"size": size}
+
+
+async def _stream(body: Any, fd: int, offset: int, count: Callable[[int], None]) -> None:
+    try:
+        while True:
+            data = await body.read(STREAM)
+            if not data:
+                return
+            os.pwrite(fd, data, offset)
+            offset += len(data)
+            count(len(data))
+    finally:
+        body.close()
 
 
 def size_error(got: int, size: int) -> OSError:
