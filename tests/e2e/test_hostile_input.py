@@ -115,6 +115,12 @@ def twin(case_id: str, name: str, value: str, framework: str = "torch_ddp") -> C
     return Case(case_id, args, 64, (name,), env={name: value})
 
 
+def waiting(case_id: str, *options: str) -> Case:
+    """A launch whose rank table is not there yet: a bad option must not cost the wait."""
+    args = (*RUN[:3], "ranktable", "--wait-timeout", "1", *options, *HARMLESS)
+    return Case(case_id, args, 64, (options[0],), env={"RANK_TABLE_FILE": "{tmp}/missing.json"})
+
+
 def tool(case_id: str, args: Tuple[str, ...], culprit: str, says: str = "", **env: str) -> Case:
     """A tool command (or click itself) refusing its command line."""
     return Case(case_id, args, 64, (culprit,), env=env, says=says)
@@ -215,7 +221,7 @@ BAD_VALUES = (
     ("--hang-stacks", "shell", "$(id)"),
     ("--hang-startup-timeout", "without---hang-timeout", "5"),
 )
-# Only a launch reads --console-ranks (see the open bugs for the dry run).
+# A launch and a dry run refuse a bad --console-ranks alike (cases below use a launch).
 BAD_CONSOLE_RANKS = {
     "arabic-digit": AR[3],
     "0-999999999999": "0-999999999999",
@@ -297,6 +303,41 @@ CLI_CASES: List[Case] = [
          says="required|missing"),
     # simulate: its own options and the launch options it passes on.
     *(simulate(f"{option}={label}", option, value) for option, label, value in SIMULATE_OPTIONS),
+    # --console-ranks and --forward-signals are checked only when processes start: a dry run
+    # takes anything, and a launch still waiting for its topology exits 69 instead of 64.
+    dry("--console-ranks=arabic-digit-dry-run", "--console-ranks", AR[3]),
+    dry("--console-ranks=0-999999999999-dry-run", "--console-ranks", "0-999999999999"),
+    dry("--forward-signals=SIGKILL-dry-run", "--forward-signals", "SIGKILL"),
+    waiting("--console-ranks-before-the-wait", "--console-ranks", AR[3]),
+    waiting("--forward-signals-before-the-wait", "--forward-signals", "SIGSTOP"),
+    # --restart-backoff goes through float(): underscores, other scripts' digits, spaces, and
+    # durations past what sleep() takes (1e300: OverflowError at the first restart, exit 70).
+    dry("--restart-backoff=underscore", "--restart-backoff", "1_0"),
+    dry("--restart-backoff=arabic-digit", "--restart-backoff", AR[3]),
+    dry("--restart-backoff=leading-space", "--restart-backoff", " 1"),
+    dry("--restart-backoff=1e300", "--restart-backoff", "1e300"),
+    dry("--restart-backoff=over-24.8-days", "--restart-backoff", "2200000"),
+    dry("--restart-backoff=max-1e300", "--restart-backoff", "1:1e300"),
+    Case("--restart-backoff=1e300-at-restart", (*RUN, "--max-restarts", "1",
+         "--restart-backoff", "1e300", "--", "false"), 64, ("--restart-backoff",)),
+    # --env takes any name str.isalnum() takes: letters and digits of other scripts.
+    dry("--env=non-ascii-name", "--env", "\u00c9=1"),
+    dry("--env=arabic-digit-in-name", "--env", f"A{AR[1]}=1"),
+    # An IPv6 zone (after "%") is not checked: shell syntax and spaces pass as an address.
+    dry("--master-addr=ipv6-zone-shell", "--master-addr", "fe80::1%$(id)"),
+    dry("--master-addr=ipv6-zone-space", "--master-addr", "[fe80::1%a b]"),
+    # Values checked outside click name the option even when they came from MALAUNCH_*.
+    twin("MALAUNCH_RESTART_BACKOFF=nan", "MALAUNCH_RESTART_BACKOFF", "nan"),
+    twin("MALAUNCH_RESTART_ON=unknown", "MALAUNCH_RESTART_ON", "x"),
+    twin("MALAUNCH_FORWARD_SIGNALS=unknown", "MALAUNCH_FORWARD_SIGNALS", "FOO"),
+    twin("MALAUNCH_ENV=no-equals", "MALAUNCH_ENV", "A"),
+    run("MALAUNCH_CONSOLE_RANKS=arabic-digit", culprit="MALAUNCH_CONSOLE_RANKS",
+        MALAUNCH_CONSOLE_RANKS=AR[3]),
+    # Tool commands read MALAUNCH_<COMMAND>_<OPTION>; the line names MALAUNCH_<OPTION>.
+    tool("MALAUNCH_TOPOLOGY_WAIT_TIMEOUT=nan", ("topology", "--json"),
+         "MALAUNCH_TOPOLOGY_WAIT_TIMEOUT", MALAUNCH_TOPOLOGY_WAIT_TIMEOUT="nan"),
+    tool("MALAUNCH_TOPOLOGY_NPROC_PER_NODE=arabic-digit", ("topology", "--json"),
+         "MALAUNCH_TOPOLOGY_NPROC_PER_NODE", MALAUNCH_TOPOLOGY_NPROC_PER_NODE=AR[3]),
 ]  # fmt: skip
 
 # --- platform environment variables ------------------------------------------------------
@@ -494,6 +535,26 @@ ENV_CASES: List[Case] = [
                args=("ranktable", "validate", "{tmp}/missing.json")),
     table_file("convert-dev-zero", 66, "/dev/zero",
                args=("ranktable", "convert", "/dev/zero", "{tmp}/out.json")),
+    # Slurm node names are never checked as host names.
+    source("SLURM_JOB_NODELIST=shell", "slurm",
+           {"SLURM_JOB_NODELIST": "$(id),b", "SLURM_NODEID": "0"}),
+    source("SLURM_JOB_NODELIST=control", "slurm",
+           {"SLURM_JOB_NODELIST": "a\x01[1-2]", "SLURM_NODEID": "0"}),
+    source("SLURM_JOB_NODELIST=semicolon", "slurm",
+           {"SLURM_JOB_NODELIST": "n;id[1-2]", "SLURM_NODEID": "0"}),
+    # An IPv6 zone (after "%") is not checked: shell syntax, spaces, control characters pass.
+    source("VC_WORKER_HOSTS=ipv6-zone-shell", "volcano", {"VC_WORKER_HOSTS": "fe80::1%$(id),b"}),
+    source("TF_PS_HOSTS=ipv6-zone-control", "tf-ps", {"TF_PS_HOSTS": "[fe80::1%\x01]:2222"}),
+    source("MS_SCHED_HOST=ipv6-zone-space", "mindx", {"MS_SCHED_HOST": "fe80::1%a b"}),
+    # MS_WORKER_NUM / MS_LOCAL_WORKER is not held to MAX_NODES pods: 800,000 pods, a hang.
+    source("MS_WORKER_NUM=6.4e6", "mindx", {"MS_WORKER_NUM": "6400000"}),
+    # ASCEND_VISIBLE_DEVICES may list a device twice: two processes on one NPU.
+    source("ASCEND_VISIBLE_DEVICES=twice", "mindx", {"ASCEND_VISIBLE_DEVICES": "0,1,2,3,4,5,6,6"}),
+    # Two tasks on one host:port: the line names the source ("tf-ps"), not the variables.
+    Case("tf-ps-share-names-the-variables", (*TOPOLOGY, "tf-ps"), 65,
+         ("TF_PS_HOSTS", "TF_WORKER_HOSTS"), env={**TF_PS, "TF_PS_HOSTS": "w0:2222"}),
+    source("tf-ps-duplicate-names-the-variable", "tf-ps", {"TF_WORKER_HOSTS": "w0:2222,w0:2222"},
+           "TF_WORKER_HOSTS"),
 ]  # fmt: skip
 
 # --- JSON variables -----------------------------------------------------------------------
@@ -595,6 +656,20 @@ JSON_CASES: List[Case] = [
     data_var("DATASET_PATH=deep-list", "DATASET_PATH", DEEP_LIST),
     data_var("DATASET_PATH=call", "DATASET_PATH", "__import__('os')"),
     data_var("DATASET_PATH=5000-digits", "DATASET_PATH", HUGE),
+    # json.loads raises ValueError past 4,300 digits: exit 70 instead of 65.
+    tf_config("TF_CONFIG=5000-digit-number", raw=HUGE),
+    tf_config("TF_CONFIG=index-5000-digits", raw=raw_index(HUGE), culprit="task.index"),
+    data_var("DATASET_MAP=5000-digit-number", "DATASET_MAP", '{"a": ' + HUGE + "}"),
+    # Sparse form: "1" and "01" are one task index; the second silently replaces the first.
+    tf_config("TF_CONFIG=sparse-same-index", cluster({"1": "w0:1", "01": "w1:1"},
+              {"type": "worker", "index": 1}), culprit="cluster.worker"),
+    # Two tasks on one host:port: the line names the source ("tf-config"), not TF_CONFIG.
+    tf_config("TF_CONFIG=duplicate-names-the-variable", cluster(["w0:1", "w0:1"]),
+              culprit="cluster.worker[1]"),
+    # ast.literal_eval raises TypeError, MemoryError, RecursionError: exit 70 instead of 65.
+    data_var("DATASET_PATH=set-of-list", "DATASET_PATH", "{[]}"),
+    data_var("DATASET_PATH=deep-unary", "DATASET_PATH", "-" * 100_000 + "1"),
+    data_var("DATASET_PATH=long-sum", "DATASET_PATH", "1" + "+1" * 30_000),
 ]  # fmt: skip
 
 # --- rank tables --------------------------------------------------------------------------
@@ -777,10 +852,27 @@ TABLE_CASES: List[Case] = [
     launch_on("truncated", json.dumps(V1).encode()[:40], "JSON", code=69),
     launch_on("server_id=shell", server0("server_id", "$(id)"), "$(id)"),
     launch_on("server_id=space", server0("server_id", "a b"), "a b"),
-    launch_on("server_id=control", server0("server_id", "a\u0001b"), "server 0"),
+    launch_on("server_id=control", server0("server_id", "a\u0001b"), "server_list[0].server_id"),
     launch_on("rank_id=gap", device0("rank_id", "5"), "rank_id"),
     launch_on("t2-unknown-pod", t2(), "MA_CURRENT_INSTANCE_NAME",
               MA_CURRENT_INSTANCE_NAME="worker-7"),
+    # validate accepts server ids a launch refuses as host names.
+    validate("server_id=shell", server0("server_id", "$(id)"), "server_list[0].server_id"),
+    validate("server_id=space", server0("server_id", "a b"), "server_list[0].server_id"),
+    validate("server_id=control", server0("server_id", "a\u0001b"), "server_list[0].server_id"),
+    # device_ip is never checked as an address (HCCL refuses it at start-up).
+    validate("device_ip=shell", device0("device_ip", "$(id)"), f"{D0}.device_ip"),
+    launch_on("device_ip=shell", device0("device_ip", "$(id)"), f"{D0}.device_ip"),
+    # Template 2: int() of a pod index past 4,300 digits, exit 70.
+    validate("t2-pod_name=5000-digit-index", pod0("pod_name", "worker-" + HUGE),
+             f"{P0}.pod_name"),
+    launch_on("t2-pod_name=5000-digit-index", pod0("pod_name", "worker-" + HUGE),
+              f"{P0}.pod_name", MA_CURRENT_INSTANCE_NAME=POD1),
+    # Template 2: a bad server_id is found only in the converted file (already written), and
+    # the line names that file and "server 1", not the input and its JSON path.
+    validate("t2-server_id=shell", pod0("server_id", "$(id)"), f"{P0}.server_id"),
+    launch_on("t2-server_id=shell", pod0("server_id", "$(id)"), f"{P0}.server_id",
+              MA_CURRENT_INSTANCE_NAME=POD1),
 ]  # fmt: skip
 
 ALL_CASES = [*CLI_CASES, *ENV_CASES, *JSON_CASES, *TABLE_CASES]
@@ -905,6 +997,8 @@ def tf_role(tmp: Path) -> Dict[str, str]:
                      id="mindspore-BATCH_JOB_ID"),
         pytest.param("torch_ddp", "ranktable", t2_in_dir, {"MA_VJ_NAME": ESCAPE},
                      id="torch_ddp-MA_VJ_NAME"),
+        # A TF_CONFIG role name becomes part of the tensorflow_ps log file name as it is.
+        pytest.param("tensorflow_ps", "tf-config", tf_role, {}, id="tensorflow_ps-TF_CONFIG-role"),
     ],
 )  # fmt: skip
 def test_paths_stay_inside_log_and_launch_dirs(
@@ -927,3 +1021,29 @@ def test_paths_stay_inside_log_and_launch_dirs(
     assert plan["processes"]
     outside = [p for p in plan_paths(plan) if not inside(p, (log_dir, launch_dir))]
     assert outside == []
+
+
+# Bytes that are not UTF-8 (argv and environment hold bytes; Python sees surrogates) make the
+# dry run's JSON serialiser fail: exit 70. Either print the plan (with JSON escapes, as
+# `topology --json` does) or refuse naming the culprit.
+@pytest.mark.parametrize(
+    ("args", "env", "culprit"),
+    [
+        pytest.param((*DRY, "--env", "A=\udcff", *COMMAND), {}, "--env", id="--env-value"),
+        pytest.param((*DRY, "--", "python", "\udcff.py"), {}, "command", id="command-argument"),
+        pytest.param(
+            (*DRY, "--log-dir", "{tmp}/\udcff", *COMMAND), {}, "--log-dir", id="--log-dir"
+        ),
+        pytest.param((*DRY, *COMMAND), {"MA_VJ_NAME": "job\udcff"}, "MA_VJ_NAME", id="MA_VJ_NAME"),
+    ],
+)
+def test_non_utf8_bytes(
+    args: Tuple[str, ...], env: Dict[str, str], culprit: str, tmp_path: Path
+) -> None:
+    result = run_case(Case("non-utf8", args, 0, (), env=env), tmp_path)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.code in (0, 64, 65), result.stderr
+    if result.code == 0:
+        assert json.loads(result.stdout)["processes"]
+    else:
+        assert_refused(result, result.code, [culprit])

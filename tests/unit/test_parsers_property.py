@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import tracemalloc
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -29,7 +30,7 @@ from malaunch.numbers import (
     parse_seconds,
 )
 from malaunch.rankspec import MAX_ITEMS, parse_rank_spec
-from malaunch.topology import tf_config
+from malaunch.topology import slurm, tf_config
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.envparse import (
     check_host,
@@ -552,3 +553,157 @@ def test_read_rank_table_file(scratch: Path, raw: bytes) -> None:
         assert str(exc).startswith(f"rank table {scratch}")
         return
     assert_valid_table(table)
+
+
+def check_all(text: str) -> str:
+    return check_host(text, "MASTER_ADDR")
+
+
+def first_of_hosts(text: str) -> str:
+    return parse_hosts(f"{text},b", "VC_WORKER_HOSTS")[0]
+
+
+def first_of_host_ports(text: str) -> str:
+    return parse_host_ports(f"[{text}]:22", "TF_PS_HOSTS")[0][0]
+
+
+def bracketed(text: str) -> str:
+    return parse_host(f"[{text}]", "MS_SCHED_HOST")
+
+
+HOST_PARSERS: List[Callable[[str], str]] = [
+    check_all,
+    bracketed,
+    first_of_hosts,
+    first_of_host_ports,
+]
+
+
+@PROPERTY
+@given(address=IPV6, zone=st.one_of(st.text(max_size=8), HOSTILE_WORDS))
+@example(address="fe80::1", zone="$(id)")
+@example(address="fe80::1", zone="a b")
+def test_ipv6_zone_is_checked(address: str, zone: str) -> None:
+    """``ipaddress`` takes any text after ``%`` as the zone: it must not carry shell syntax,
+    spaces or control characters into an address."""
+    for parse in HOST_PARSERS:
+        try:
+            host = parse(f"{address}%{zone}")
+        except TopologyError:
+            event("refused")
+            continue
+        assert_harmless(host)
+
+
+@PROPERTY
+@given(text=SLURM_LISTS)
+@example(text="$(id),b")
+@example(text="a\x01[1-2]")
+def test_slurm_nodes_are_hosts(text: str) -> None:
+    env = {"SLURM_JOB_NODELIST": text, "SLURM_NODEID": "0"}
+    try:
+        topology = slurm.resolve(env, ResolveOptions(hostnames=()))
+    except TopologyError:
+        event("refused")
+        return
+    for node in topology.nodes:
+        assert_harmless(node.host)
+
+
+def test_expand_hostlist_refuses_before_expanding() -> None:
+    """Each bracket group is bounded, but all groups of a name are expanded before their
+    product is checked: 20 groups of 99,999 cost 2 million strings (an env var of 128 KiB
+    holds 14,000 groups: the launcher is killed for memory, or exits 70 on MemoryError)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(TopologyError, match="SLURM_JOB_NODELIST"):
+            expand_hostlist("n" + "[1-99999]" * 20, "SLURM_JOB_NODELIST")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak >> 20} MiB allocated to refuse the list"
+
+
+LONG_NUMBER_DOCS = {
+    "TF_CONFIG": [
+        "{n}",
+        '{{"cluster": {{"worker": ["w0:1"]}}, "task": {{"type": "worker", "index": {n}}}}}',
+        '{{"cluster": {{"worker": [{n}]}}, "task": {{"type": "worker"}}}}',
+    ],
+    "DATASET_MAP": ["{n}", '{{"a": {n}}}'],
+}
+
+
+def parse_json_variable(name: str, raw: str) -> None:
+    if name == "TF_CONFIG":
+        tf_config.resolve({name: raw}, ResolveOptions())
+    else:
+        parse_data_paths({name: raw})
+
+
+@PROPERTY
+@given(
+    digits=st.integers(4301, 6000),
+    case=st.sampled_from([(n, t) for n, ts in LONG_NUMBER_DOCS.items() for t in ts]),
+)
+def test_json_numbers_past_the_int_limit(digits: int, case: Tuple[str, str]) -> None:
+    """json.loads raises ValueError (not JSONDecodeError) for an integer of over 4,300
+    digits; load_json lets it through and the CLI exits 70."""
+    name, template = case
+    with pytest.raises(TopologyError, match=name):
+        parse_json_variable(name, template.format(n="9" * digits))
+
+
+SPARSE_TWICE = json.dumps(
+    {"cluster": {"worker": {"1": "w0:1", "01": "w1:1"}}, "task": {"type": "worker", "index": 1}}
+)
+
+
+@PROPERTY
+@given(raw=TF_DOCS.map(json.dumps))
+@example(raw=SPARSE_TWICE)
+def test_tf_config_keeps_every_listed_task(raw: str) -> None:
+    """Sparse keys "1" and "01" are one task index: the second silently replaces the first."""
+    try:
+        topology = tf_config.resolve({"TF_CONFIG": raw}, ResolveOptions())
+    except TopologyError:
+        event("refused")
+        return
+    cluster = json.loads(raw)["cluster"]
+    listed = sum(len(entries) for entries in cluster.values())
+    kept = sum(len(addresses) for addresses in topology.roles.values())
+    assert kept == listed
+
+
+@PROPERTY
+@given(raw=st.one_of(st.text(max_size=30), JSON.map(repr), HOSTILE_WORDS))
+@example(raw="{[]}")
+@example(raw="-" * 100_000 + "1")
+@example(raw="1" + "+1" * 30_000)
+def test_dataset_path_literal(raw: str) -> None:
+    """The legacy DATASET_PATH goes through ast.literal_eval, which raises TypeError (a set of
+    lists), MemoryError or RecursionError (deep expressions) besides ValueError."""
+    try:
+        data = parse_data_paths({"DATASET_PATH": raw})
+    except TopologyError:
+        event("refused")
+        return
+    assert all(isinstance(path, str) for path in data.dataset_map.values())
+
+
+@PROPERTY
+@given(digits=st.integers(4301, 6000))
+def test_template2_pod_index_past_the_int_limit(digits: int) -> None:
+    """int() of the digits after the last "-" of pod_name raises ValueError past 4,300."""
+    doc = {
+        "group_list": [
+            {"group_name": "worker", "device_count": "2", "instance_list": [
+                {"pod_name": "w-" + "9" * digits, "server_id": "192.0.2.1",
+                 "devices": [{"device_id": "0", "device_ip": "198.51.100.1"}]},
+                {"pod_name": "w-0", "server_id": "192.0.2.2",
+                 "devices": [{"device_id": "0", "device_ip": "198.51.100.2"}]},
+            ]},
+        ],
+    }  # fmt: skip
+    with pytest.raises(TopologyError, match="pod_name"):
+        parse_table(doc, "rank table t.json")
