@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -311,3 +312,68 @@ def test_two_simulated_nodes_sharing_the_launch_directory(
         logs = uploaded(s3, f"logs/node{node}/")
         assert f"logs/node{node}/worker-{node}.log" in logs, sorted(logs)
     assert [mapping["local"] for mapping in nodes[1]["stage_out"]["mappings"]] == ["logs/node-1"]
+
+
+class Watched:
+    """A started launcher whose stderr is read as it comes (to act on a line)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: List[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def saw(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    def end(self, timeout: float) -> int:
+        """The exit code; killed (and the test failed) past ``timeout``: it would hang."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            pytest.fail(f"malaunch still running {timeout} s on:\n{''.join(self.lines)}")
+        finally:
+            self.reader.join(5)
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def test_sigterm_while_stage_in_retries_stops_it_and_starts_nothing(
+    s3: S3Server, bucket: Dict[str, str], tmp_path: Path
+) -> None:
+    s3.stop()  # every request fails: the stage-in waits 1, 2, 4, 8 s between its tries
+    watched = Watched(start(launch(tmp_path, *STAGE), env_of(s3, bucket), tmp_path))
+    wait_for(lambda: watched.saw("retrying in"), "a retry", watched.proc)
+    watched.proc.send_signal(signal.SIGTERM)
+    assert watched.end(timeout=6) == 143, "".join(watched.lines)
+    assert watched.saw("stage-in stopped by SIGTERM")
+    assert not list((tmp_path / "logs").glob("worker-*.log"))  # no rank started
+    assert not list(tmp_path.rglob("*.malaunch-partial"))
+
+
+def test_a_second_sigterm_stops_a_final_upload_that_keeps_failing(
+    s3: S3Server, bucket: Dict[str, str], tmp_path: Path
+) -> None:
+    flag = tmp_path / "flag"
+    args = launch(tmp_path, *STAGE, worker=["--wait", str(flag)])
+    watched = Watched(start(args, env_of(s3, bucket), tmp_path))
+    try:
+        wait_for(lambda: local_checkpoints(tmp_path), "the checkpoints", watched.proc)
+        s3.stop()
+    finally:
+        flag.touch()
+    wait_for(lambda: watched.saw("retrying in"), "the final upload's retries", watched.proc)
+    watched.proc.send_signal(signal.SIGTERM)  # the upload gets 10 s more...
+    wait_for(lambda: watched.saw("SIGTERM: staging stops in 10s"), "the deadline", watched.proc)
+    watched.proc.send_signal(signal.SIGTERM)  # ...and a second signal ends it now
+    assert watched.end(timeout=6) == 74, "".join(watched.lines)
+    assert summary(tmp_path)["exit_code"] == 74
+    assert summary(tmp_path)["staging"]["stage_out"]["errors"]

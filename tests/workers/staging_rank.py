@@ -19,7 +19,7 @@ import sys
 import time
 
 
-def tree(root: pathlib.Path) -> "dict[str, str]":
+def tree(root: pathlib.Path) -> dict[str, str]:
     # The engine's manifest and lock files are its own, not the dataset's.
     return {
         path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()

@@ -10,14 +10,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
-from malaunch.errors import ExitCode, MalaunchError, PluginError, UsageError
+from malaunch.errors import ExitCode, PluginError, UsageError
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
@@ -97,6 +96,8 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     hang = hang_settings(params)
     # Read before the topology wait: a missing or malformed mapping file costs nothing.
     mappings = read_mappings(params["stage_in"], params["stage_out"], params["path_mapping"])
+    if params["sync_interval"] and not any(m.direction == "out" for m in mappings):
+        logger.warning("--sync-interval: there is no --stage-out to upload periodically")
 
     def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
         """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
@@ -135,7 +136,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             launch_dir=os.getcwd(),
             sync_interval=params["sync_interval"],
         )
-        stopped_by = stage_in(staged)  # before any rank starts; an error here starts nothing
+        stopped_by = staged.stage_in()  # before any rank starts; an error here starts nothing
         if stopped_by is not None:
             return ExitCode.for_signal(stopped_by)
     options = SuperviseOptions(
@@ -176,30 +177,6 @@ def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:
     if mappings:
         document["staging"] = [mapping.model_dump(mode="json") for mapping in mappings]
     return json.dumps(document, indent=2)
-
-
-def stage_in(staged: StagedRun) -> Optional[int]:
-    """Stage in; the signal that stopped it, if one did (no rank has started, and no file is
-    left half-written: the engine writes each under a temporary name)."""
-    caught: List[int] = []
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        caught.append(signum)
-        staged.cancel()
-
-    stopping = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    previous = {signum: signal.signal(signum, on_signal) for signum in stopping}
-    try:
-        staged.stage_in()
-    except MalaunchError:
-        if not caught:
-            raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if caught:
-        logger.info(f"stage-in stopped by {signal.Signals(caught[0]).name}")
-    return caught[0] if caught else None
 
 
 def restart_policy(params: Dict[str, Any]) -> RestartPolicy:

@@ -12,20 +12,37 @@ what staging did.
 from __future__ import annotations
 
 import datetime
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    TextIO,
+    Union,
+)
 
-from malaunch.errors import MalaunchError
+from malaunch.errors import MalaunchError, UsageError
+from malaunch.log import logger
 from malaunch.models import Topology
 from malaunch.staging.errors import StagingError
 from malaunch.staging.models import Mapping as StageMapping
 from malaunch.staging.models import MappingReport
 from malaunch.staging.parse import parse_pairs
 from malaunch.staging.pathmap import read_path_mapping
-from malaunch.staging.remote import check_scheme
+from malaunch.staging.remote import S3_SCHEMES, check_scheme
 from malaunch.supervisor.options import Finished
+
+if TYPE_CHECKING:
+    from malaunch.staging.stager import Stager
 
 # After SIGTERM the platform kills the pod at the end of its own grace period: the final upload
 # gets this long once the ranks have ended (`malaunch render` asks for --grace-period + 15 s).
@@ -43,13 +60,22 @@ def read_mappings(
     """
     mappings = [*parse_pairs(stage_in, "--stage-in"), *parse_pairs(stage_out, "--stage-out")]
     for mapping in mappings:
-        check_scheme(mapping.url, f"--stage-{mapping.direction} {mapping.local}={mapping.url}")
+        _check_url(mapping.url, f"--stage-{mapping.direction} {mapping.local}={mapping.url}")
     if path_mapping:
         from_file = read_path_mapping(path_mapping)
         for mapping in from_file:
-            check_scheme(mapping.url, f"--path-mapping {path_mapping}: {mapping}")
+            _check_url(mapping.url, f"--path-mapping {path_mapping}: {mapping}")
         mappings += from_file
     return mappings
+
+
+def _check_url(url: str, what: str) -> None:
+    check_scheme(url, what)
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() in S3_SCHEMES and not rest.split("/", 1)[0]:
+        # botocore would refuse it only at the first request, after the topology wait
+        msg = f"{what}: expected {scheme}://BUCKET[/PREFIX]"
+        raise UsageError(msg)
 
 
 def _now() -> str:
@@ -66,6 +92,68 @@ def phase_record(start: str, reports: Sequence[MappingReport]) -> Dict[str, Any]
         "errors": [error for report in reports for error in report.errors],
         "mappings": [report.as_dict() for report in reports],
     }
+
+
+class SignalLimit:
+    """Signals while staging runs in the main thread, between the supervisor's stretches.
+
+    The first SIGTERM, SIGINT or SIGHUP sets a deadline ``grace`` seconds away (0: stop now);
+    a second one, or reaching the deadline (``deadline``, or the signal's), cancels the
+    stager. The handlers only record the signal and wake a watcher thread, which cancels:
+    cancelling takes the stager's lock, which the interrupted main thread may be holding.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(
+        self,
+        stager: Stager,
+        clock: Callable[[], float],
+        grace: float,
+        deadline: Optional[float] = None,
+    ) -> None:
+        self.stager, self.clock, self.grace, self.deadline = stager, clock, grace, deadline
+        self.caught: List[int] = []
+        self._wake = threading.Event()
+        self._done = False
+        self._previous: Dict[int, Any] = {}
+        self._thread = threading.Thread(target=self._watch, name="malaunch-stage-limit")
+
+    def __enter__(self) -> SignalLimit:
+        self._thread.start()
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._done = True
+        self._wake.set()
+        self._thread.join()
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.caught.append(signum)
+        self._wake.set()
+
+    def _watch(self) -> None:
+        deadline = self.deadline
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - self.clock())
+            woke = self._wake.wait(timeout)
+            if self._done:
+                return
+            if woke:
+                self._wake.clear()
+                if len(self.caught) < 2 and self.grace > 0:
+                    due = self.clock() + self.grace
+                    deadline = due if deadline is None else min(deadline, due)
+                    name = signal.Signals(self.caught[0]).name
+                    left = max(0.0, deadline - self.clock())
+                    logger.info(f"{name}: staging stops in {left:.0f}s (another signal: now)")
+                    continue
+            self.stager.cancel()
+            return
 
 
 class StagedRun:
@@ -101,31 +189,49 @@ class StagedRun:
         self.clock = clock
         self.record: Dict[str, Any] = {}
 
-    def stage_in(self) -> None:
+    def stage_in(self) -> Optional[int]:
         """Check the outputs' buckets, bring every input here, then start the periodic
-        uploads. Raises the engine's errors (64, 65, 66, 74): no rank has started yet."""
+        uploads. Raises the engine's errors (64, 65, 66, 74): no rank has started yet.
+
+        SIGTERM, SIGINT and SIGHUP stop the transfers under way (nothing is left
+        half-written); the signal is returned, and nothing is started.
+        """
         start = _now()
-        self.stager.preflight()
-        reports = self.stager.stage_in()
+        with SignalLimit(self.stager, self.clock, grace=0.0) as limit:
+            try:
+                self.stager.preflight()
+                reports = self.stager.stage_in()
+            except MalaunchError:
+                if not limit.caught:
+                    raise
+        if limit.caught:
+            logger.info(f"stage-in stopped by {signal.Signals(limit.caught[0]).name}")
+            return limit.caught[0]
         self.record["stage_in"] = phase_record(start, reports)
         self.stager.start_periodic(self.sync_interval)
+        return None
 
     def finish(self, launcher_signal: Optional[int]) -> Finished:
         """The supervisor's ``finish`` hook: the final upload, after success, failure or a
-        signal (then within :data:`STAGE_OUT_AFTER_SIGNAL` seconds)."""
-        self.stager.stop_periodic()
-        deadline = self.clock() + STAGE_OUT_AFTER_SIGNAL if launcher_signal else None
+        signal. A signal (before or during it) leaves it :data:`STAGE_OUT_AFTER_SIGNAL`
+        seconds; a second signal stops it at once."""
         start = _now()
+        deadline = self.clock() + STAGE_OUT_AFTER_SIGNAL if launcher_signal else None
         error: Optional[MalaunchError] = None
-        try:
-            self.stager.stage_out(final=True, deadline=deadline)
-        except MalaunchError as exc:
-            error = exc
-        except Exception as exc:  # the job has run: its summary must still be written
-            error = StagingError(f"stage-out: {type(exc).__name__}: {exc}")
+        with SignalLimit(self.stager, self.clock, STAGE_OUT_AFTER_SIGNAL, deadline):
+            try:
+                self.stager.stop_periodic()
+                self.stager.stage_out(final=True, deadline=deadline)
+            except MalaunchError as exc:
+                error = exc
+            except Exception as exc:  # the job has run: its summary must still be written
+                error = StagingError(f"stage-out: {type(exc).__name__}: {exc}")
         outputs = [report for report in self.stager.reports() if report.direction == "out"]
         if outputs:
             self.record["stage_out"] = phase_record(start, outputs)
+            # The phase's errors are the final pass's: a periodic pass's failure that a later
+            # pass made good stays in its mapping's record only.
+            self.record["stage_out"]["errors"] = [str(error)] if error is not None else []
         return Finished({"staging": self.record}, error)
 
     def cancel(self) -> None:

@@ -87,9 +87,20 @@ class Stager:
         :raises StagingError: the server cannot be reached, after the retries (74).
         """
         run = self._run(keep_going=False)
-        for target in self.outputs:
-            if target.atomic_put:
-                _check_bucket(target, run)
+        with self._lock:  # cancel() cuts its retry waits short, as a pass's
+            if self._cancelled:
+                run.abort.set()
+            self._active.append(run.abort)
+        try:
+            for target in self.outputs:
+                if target.atomic_put:
+                    _check_bucket(target, run)
+        except Cancelled as exc:
+            msg = f"{exc}: stopped before the output buckets were checked"
+            raise StagingError(msg) from exc
+        finally:
+            with self._lock:
+                self._active.remove(run.abort)
 
     def stage_in(self) -> List[MappingReport]:
         """Bring every input to this node, mapping after mapping, files in parallel.
@@ -124,7 +135,7 @@ class Stager:
 
     def start_periodic(self, interval: float) -> None:
         """Upload the outputs every ``interval`` seconds from a background thread."""
-        if not self.outputs or interval <= 0 or self._periodic is not None:
+        if not self.outputs or interval <= 0 or self._periodic is not None or self._cancelled:
             return
         self._periodic_stop.clear()
         self._periodic = threading.Thread(

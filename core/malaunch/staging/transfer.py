@@ -41,6 +41,8 @@ _PERMANENT_ERRNOS = {
 }
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 _NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError")
+# botocore refusing a request before sending it (a bucket name S3 does not allow): no retry helps
+_INVALID_REQUEST = ("ParamValidationError",)
 
 
 class Cancelled(Exception):
@@ -49,7 +51,7 @@ class Cancelled(Exception):
 
 def transient(exc: BaseException) -> bool:
     """Whether trying again may help: the network or the server, not the request or the disk."""
-    if isinstance(exc, _PERMANENT) or type(exc).__name__ in _NO_CREDENTIALS:
+    if isinstance(exc, _PERMANENT) or type(exc).__name__ in (*_NO_CREDENTIALS, *_INVALID_REQUEST):
         return False
     if isinstance(exc, OSError) and exc.errno in _PERMANENT_ERRNOS:
         return False
@@ -101,12 +103,15 @@ def retrying(
                 raise Cancelled(url) from exc
 
 
-def _callback(progress: Progress, counted: list) -> Any:  # type: ignore[type-arg]
-    """An fsspec callback that adds bytes to ``progress`` and remembers how many."""
+def _callback(progress: Progress, counted: list, stop: threading.Event, url: str) -> Any:  # type: ignore[type-arg]
+    """An fsspec callback that adds bytes to ``progress`` and remembers how many; once
+    ``stop`` is set it ends the transfer (s3fs aborts a multipart upload it interrupts)."""
     from fsspec.callbacks import Callback  # noqa: PLC0415 (fsspec is imported lazily)
 
     class Counting(Callback):  # type: ignore[misc]
         def relative_update(self, inc: int = 1) -> None:
+            if stop.is_set():
+                raise Cancelled(url)
             counted[0] += inc
             progress.add(inc)
 
@@ -132,7 +137,13 @@ def download(
     counted = [0]
     seen: Dict[str, Any] = dict(entry)
 
+    stop: threading.Event = kw["stop"]
+
     def count(length: int) -> None:
+        # Called for every piece: a cancel (a signal, a deadline) ends a long file at once
+        # instead of when it is complete; undo() removes the temporary file.
+        if stop.is_set():
+            raise Cancelled(url)
         counted[0] += length
         progress.add(length)
 
@@ -165,7 +176,7 @@ def upload(
 
     def action() -> None:
         counted[0] = 0
-        callback = _callback(progress, counted)
+        callback = _callback(progress, counted, kw["stop"], url)
         if temporary is None:
             fs.put_file(str(source), rpath, callback=callback)
         else:
