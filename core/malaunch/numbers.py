@@ -12,6 +12,7 @@ Limits (SPEC §3: checked before anything is allocated):
 ``MAX_LOCAL_PROCESSES``     processes one launcher starts (``--nproc-per-node``, ``MA_NUM_GPUS``,
                             devices of one server, ...): 10,000
 ``MAX_NODES``               nodes of one job (host lists, node ranks): 100,000
+``MAX_WORLD_SIZE``          ranks of one job (nodes x processes per node): 200,000
 ``MAX_RANK``                a rank in a rank spec (``--console-ranks``): 10,000,000
 ``MAX_SECONDS``             any duration (``--grace-period``, timeouts): 7 days
 ``MAX_DIGITS``              digits of any integer: 18
@@ -28,6 +29,9 @@ from malaunch.errors import MalaunchError, TopologyError, UsageError
 MAX_DIGITS = 18
 MAX_LOCAL_PROCESSES = 10_000
 MAX_NODES = 100_000
+# A topology lists every rank of the job (one model each): 200,000 resolve in about 2 s and
+# 200 MB; the 10^9 that the node and per-node maxima allow together would never finish.
+MAX_WORLD_SIZE = 200_000
 MAX_RANK = 10_000_000
 MAX_SECONDS = 7 * 24 * 3600.0
 
@@ -79,3 +83,12 @@ def parse_seconds(
         msg = f"{what}: expected a number of seconds from {minimum:g} to {maximum:g}"
         raise error(msg)
     return value
+
+
+def check_world_size(nodes: int, per_node: int, how: str) -> None:
+    """Refuse a job of ``nodes`` x ``per_node`` ranks past :data:`MAX_WORLD_SIZE`, before any
+    rank is built; ``how`` names the inputs (``PET_NNODES=8 x PET_NPROC_PER_NODE=4``)."""
+    total = nodes * per_node
+    if total > MAX_WORLD_SIZE:
+        msg = f"{how} gives {total} ranks; at most {MAX_WORLD_SIZE} in one job"
+        raise TopologyError(msg)

@@ -548,6 +548,15 @@ ENV_CASES: List[Case] = [
     source("MS_SCHED_HOST=ipv6-zone-space", "mindx", {"MS_SCHED_HOST": "fe80::1%a b"}),
     # MS_WORKER_NUM / MS_LOCAL_WORKER is not held to MAX_NODES pods: 800,000 pods, a hang.
     source("MS_WORKER_NUM=6.4e6", "mindx", {"MS_WORKER_NUM": "6400000"}),
+    # Nodes and processes per node each within bounds, their product 10^9 ranks: a hang.
+    Case("PET_NNODES*PET_NPROC_PER_NODE=1e9", (*TOPOLOGY, "kubeflow"), 65,
+         ("PET_NNODES", "PET_NPROC_PER_NODE", "at most 200000"),
+         env={"PET_NNODES": "100000", "PET_NPROC_PER_NODE": "10000", "PET_NODE_RANK": "3",
+              "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "23456"}),
+    source("SLURM_JOB_NODELIST*SLURM_NTASKS_PER_NODE=1e9", "slurm",
+           {"SLURM_JOB_NODELIST": "n[0-99999]", "SLURM_NTASKS_PER_NODE": "10000"}),
+    source("VC_WORKER_HOSTS*MA_NUM_GPUS", "volcano",
+           {"VC_WORKER_HOSTS": ",".join(f"w{i}" for i in range(21)), "MA_NUM_GPUS": "10000"}),
     # ASCEND_VISIBLE_DEVICES may list a device twice: two processes on one NPU.
     source("ASCEND_VISIBLE_DEVICES=twice", "mindx", {"ASCEND_VISIBLE_DEVICES": "0,1,2,3,4,5,6,6"}),
     # Two tasks on one host:port: the line names the source ("tf-ps"), not the variables.

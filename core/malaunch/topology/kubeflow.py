@@ -30,7 +30,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, is_plain_int
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, check_world_size, is_plain_int
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 
@@ -57,6 +57,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     nproc, origin = _nproc(env, options)
     ids = envparse.device_ids(env, nproc, origin)
     per_node = len(ids)
+    check_world_size(nnodes, per_node, f"{_nnodes_name(env)}={nnodes} x {origin}={per_node}")
     hosts = peer_hosts(master, nnodes, node_rank, envparse.get(env, "HOSTNAME"))
     nodes = tuple(
         Node(
@@ -106,8 +107,13 @@ def _nnodes(env: Mapping[str, str]) -> int:
     raise TopologyError(msg)
 
 
+def _nnodes_name(env: Mapping[str, str]) -> str:
+    """The variable :func:`_nnodes` read, for messages."""
+    return "PET_NNODES" if envparse.get(env, "PET_NNODES") else "WORLD_SIZE"
+
+
 def _node_rank(env: Mapping[str, str], nnodes: int) -> int:
-    label = "PET_NNODES" if envparse.get(env, "PET_NNODES") else "WORLD_SIZE"
+    label = _nnodes_name(env)
     pet = envparse.read_int(env, "PET_NODE_RANK", maximum=MAX_NODES)
     plain = envparse.read_int(env, "RANK", maximum=MAX_NODES)
     if pet is not None and plain is not None and pet != plain:

@@ -14,7 +14,13 @@ from typing import List, Mapping, Set, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Task, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, is_plain_int
+from malaunch.numbers import (
+    MAX_LOCAL_PROCESSES,
+    MAX_NODES,
+    MAX_WORLD_SIZE,
+    check_world_size,
+    is_plain_int,
+)
 from malaunch.topology import envparse
 
 SOURCE = "mindx"
@@ -40,7 +46,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     if port is None:
         msg = "MS_SCHED_PORT is not set: the ascend-operator sets the scheduler's port there"
         raise TopologyError(msg)
-    total = _read_required_int(env, "MS_WORKER_NUM", minimum=1, maximum=MAX_NODES * 64)
+    total = _read_required_int(env, "MS_WORKER_NUM", minimum=1, maximum=MAX_WORLD_SIZE)
     if role == SCHED_ROLE:
         # The scheduler pod runs no worker; it only needs MS_WORKER_NUM right, so the worker
         # pods are modelled as well as its variables allow and this pod is node 0 by convention.
@@ -61,6 +67,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
             raise TopologyError(msg)
         task = Task(role="worker", index=node_rank)
         nproc = options.nproc_per_node or local
+        check_world_size(pods, nproc, f"{pods} worker pods x {nproc} processes")
         ids = _local_ids(env, nproc)
     nodes = tuple(
         Node(

@@ -32,7 +32,7 @@ from typing import Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, MAX_WORLD_SIZE, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 
@@ -105,7 +105,7 @@ def _required(env: Mapping[str, str], name: str, minimum: int, maximum: int) -> 
 
 def _shape(names: Names, env: Mapping[str, str]) -> Tuple[int, int, int]:
     """(NPU pods, NPUs per pod, this pod's rank)."""
-    total = _required(env, names.total, 1, MAX_NODES * MAX_LOCAL_PROCESSES)
+    total = _required(env, names.total, 1, MAX_WORLD_SIZE)
     local = _required(env, names.local, 1, MAX_LOCAL_PROCESSES)
     if total % local:
         msg = (
@@ -138,6 +138,7 @@ def resolve(names: Names, env: Mapping[str, str], options: ResolveOptions) -> To
         raise _unset(names.master)
     master = envparse.parse_host(master, names.master)
     nproc = options.nproc_per_node or local
+    check_world_size(pods, nproc, f"{pods} NPU pods x {nproc} processes")
     ids = physical_ids(env, nproc)
     own = _own_address(env, names)
     nodes = tuple(

@@ -22,7 +22,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES
+from malaunch.numbers import MAX_LOCAL_PROCESSES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.slurm_hostlist import expand_counts, expand_hostlist
@@ -53,6 +53,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
         envparse.check_host_count(env, name, label, len(hosts))
     node_rank = envparse.node_index(env, "SLURM_NODEID", label, len(hosts))
     counts, origin = _nprocs(env, options, len(hosts), node_rank)
+    check_world_size(1, sum(counts), f"{label} ({len(hosts)} nodes) with {origin}")
     ids = envparse.device_ids(env, counts[node_rank], origin)
     nodes: List[Node] = []
     first_rank = 0

@@ -21,7 +21,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import MissingInputError, TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES
+from malaunch.numbers import MAX_LOCAL_PROCESSES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 
@@ -67,6 +67,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     else:
         gpus = envparse.read_int(env, "MA_NUM_GPUS", maximum=MAX_LOCAL_PROCESSES)
         nproc, origin = gpus or 1, "MA_NUM_GPUS"
+    check_world_size(len(hosts), nproc, f"{label} ({len(hosts)} hosts) x {origin}={nproc}")
     ids = envparse.device_ids(env, nproc, origin)
     nodes = [
         Node(

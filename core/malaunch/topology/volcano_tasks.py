@@ -31,7 +31,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from malaunch.errors import MissingInputError, TopologyError
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.volcano import volcano_dir
@@ -252,6 +252,9 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     pod = this_pod(env, tasks, labels)
     nproc, origin = _nproc(env, options)
     ids = envparse.device_ids(env, nproc, origin)
+    pods = sum(len(hosts) for hosts in tasks.values())
+    listed = " + ".join(labels.values())
+    check_world_size(pods, nproc, f"{listed} ({pods} hosts) x {origin}={nproc}")
     placed = [(key, i, host) for key in order for i, host in enumerate(tasks[key])]
     node_rank = next(n for n, (key, i, _) in enumerate(placed) if (key, i) == (pod.task, pod.index))
     nodes = tuple(

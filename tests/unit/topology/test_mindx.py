@@ -150,10 +150,11 @@ def test_not_detected_on_other_platforms() -> None:
             'ASCEND_VISIBLE_DEVICES="0,1,2,3,4,5,6,6": item 8 "6" lists a device id twice',
         ),
         (
-            {"MS_WORKER_NUM": "6400000"},
+            {"MS_WORKER_NUM": "150000", "MS_LOCAL_WORKER": "1"},
             (),
-            "MS_WORKER_NUM=6400000 / MS_LOCAL_WORKER=8 gives 800000 worker pods; at most 100000",
+            "MS_WORKER_NUM=150000 / MS_LOCAL_WORKER=1 gives 150000 worker pods; at most 100000",
         ),
+        ({"MS_WORKER_NUM": "6400000"}, (), 'MS_WORKER_NUM="6400000": expected at most 200000'),
         ({}, ("MS_NODE_RANK",), "MS_NODE_RANK is not set: the ascend-operator sets it"),
         ({}, ("MS_LOCAL_WORKER",), "MS_LOCAL_WORKER is not set: the ascend-operator sets it"),
         ({}, ("MS_SCHED_PORT",), "MS_SCHED_PORT is not set: the ascend-operator sets"),

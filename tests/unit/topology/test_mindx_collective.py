@@ -122,10 +122,11 @@ ERRORS: List[Tuple[Dict[str, str], Tuple[str, ...], str]] = [
     ({"LOCAL_WORLD_SIZE": "0"}, (), 'LOCAL_WORLD_SIZE="0": expected an integer >= 1'),
     ({"LOCAL_WORLD_SIZE": "20000"}, (), 'LOCAL_WORLD_SIZE="20000": expected at most 10000'),
     (
-        {"WORLD_SIZE": "6400000"},
+        {"WORLD_SIZE": "150000", "LOCAL_WORLD_SIZE": "1"},
         (),
-        "WORLD_SIZE=6400000 / LOCAL_WORLD_SIZE=8 gives 800000 NPU pods; at most 100000",
+        "WORLD_SIZE=150000 / LOCAL_WORLD_SIZE=1 gives 150000 NPU pods; at most 100000",
     ),
+    ({"WORLD_SIZE": "6400000"}, (), 'WORLD_SIZE="6400000": expected at most 200000'),
     (
         {},
         ("RANK",),
