@@ -69,3 +69,23 @@ def test_a_smaller_simulation_leaves_no_old_node_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in (logs / "node-1").glob("*.log")) == [
         "worker-1.log", "worker-9.log",
     ]  # fmt: skip
+
+
+def test_a_run_after_a_simulation_leaves_no_node_folder(tmp_path: Path) -> None:
+    # logs and report read node-<k>/ as the nodes of the run: a plain launch reusing the log
+    # dir of a simulation used to be reported with the simulation's nodes.
+    logs = tmp_path / "logs"
+    command = ["--", sys.executable, "-c", "print('hello')"]
+    simulate = ["simulate", "--nodes", "2", "--platform", "volcano", "--framework", "torch_ddp"]
+    result = run_cli([*simulate, "--log-dir", str(logs), *command], cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    (logs / "node-1" / "notes.txt").write_text("the user's own file\n")
+    launch = ["--framework", "torch_ddp", "--log-dir", str(logs), *command]
+    result = run_cli(launch, env=clean_env(), cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    # node-0/ held only what its launcher listed: gone; node-1/ keeps the user's file only.
+    assert sorted(p.name for p in logs.glob("node-*")) == ["node-1"]
+    assert [p.name for p in (logs / "node-1").iterdir()] == ["notes.txt"]
+    report = run_cli(["logs", str(logs)], cwd=tmp_path)
+    assert report.code == 0, report.stderr
+    assert report.stdout == "[node 0 rank 0] hello\n"

@@ -252,6 +252,34 @@ def test_follow_a_simulation_from_its_start_and_ctrl_c(tmp_path: Path) -> None:
     assert wait_gone([follower.pid, simulation.pid]) == []
 
 
+def test_follow_started_before_the_log_dir_exists_waits_for_the_run(tmp_path: Path) -> None:
+    """`logs -f` started first (the usual order in a second terminal) waits, saying so once,
+    then prints the run's lines (a plain `logs` there is still 66: see below)."""
+    log_dir = tmp_path / "later"
+    out = tmp_path / "followed.txt"
+    with started(["logs", "-f", str(log_dir)], out, tmp_path) as follower:
+        time.sleep(1.5)  # the follower has looked and found nothing
+        run_job(tmp_path, "later", HELLO, nproc=1)  # writes its logs in tmp_path/later
+        wait_for(lambda: len(lines_of(out)) == 3)
+        time.sleep(0.5)
+        follower.send_signal(signal.SIGTERM)
+        assert follower.wait(timeout=10) == 0
+        assert follower.stderr is not None
+        assert follower.stderr.read().decode() == (
+            f"malaunch: info: waiting for a run in {log_dir}: nothing there yet\n"
+        )
+    assert lines_of(out) == [f"[node 0 rank 0] rank 0 says {i}" for i in range(3)]
+
+
+def test_follow_refuses_a_file_for_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    result = run_cli(["logs", "-f", str(tmp_path / "file")])
+    assert (result.code, result.stderr) == (
+        66,
+        f"malaunch: error: {tmp_path}/file: not a directory\n",
+    )
+
+
 # -- errors and stdout ----------------------------------------------------------------------
 
 

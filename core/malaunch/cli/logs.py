@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 import click
 
 from malaunch.errors import ExitCode
-from malaunch.logs.discover import require_runs
+from malaunch.log import logger
+from malaunch.logs.discover import missing_run, require_runs
 from malaunch.logs.follow import follow, read_once
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
@@ -115,7 +116,15 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     """
     selection = parse_filters(ranks, nodes, grep, since)
     roots = list(dirs) or [default_log_dir(os.environ)]
-    require_runs(roots)
+    if following:
+        # `malaunch logs -f` is often started before the job writes its first line: wait for
+        # the run (directories are looked for again every second) instead of refusing.
+        require_runs([root for root in roots if root.exists() and not root.is_dir()])
+        for root in roots:
+            if missing_run(root) is not None:
+                logger.info(f"waiting for a run in {root}: nothing there yet")
+    else:
+        require_runs(roots)
     logs = LogSet(roots, selection)
     out = Stdout()
     try:

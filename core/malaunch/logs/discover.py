@@ -120,13 +120,18 @@ def require_runs(roots: List[Path]) -> None:
     it shows their logs once they do.
     """
     for root in roots:
-        if not root.is_dir():
-            what = "not a directory" if root.exists() else "no such log directory"
-            msg = f"{root}: {what}"
-            raise MissingInputError(msg)
-        if not _any_manifest(root, 0):
-            msg = f"{root}: no {MANIFEST} here or in its subdirectories (not a malaunch log dir)"
-            raise MissingInputError(msg)
+        problem = missing_run(root)
+        if problem is not None:
+            raise MissingInputError(f"{root}: {problem}")
+
+
+def missing_run(root: Path) -> Optional[str]:
+    """Why ``root`` holds no run yet, or None when it has a manifest in it or under it."""
+    if not root.is_dir():
+        return "not a directory" if root.exists() else "no such log directory"
+    if not _any_manifest(root, 0):
+        return f"no {MANIFEST} here or in its subdirectories (not a malaunch log dir)"
+    return None
 
 
 def _any_manifest(directory: Path, depth: int) -> bool:

@@ -32,6 +32,7 @@ from malaunch.simulate.platforms import (
     fabricate,
 )
 from malaunch.simulate.ranktable_writer import write_json
+from malaunch.supervisor.runlog import remove_node_folders
 from malaunch.supervisor.signals import parse_signal_names
 from malaunch.supervisor.supervise import SuperviseOptions, supervise
 from malaunch.topology.platform_env import without_platform_vars
@@ -40,27 +41,12 @@ from malaunch.topology.platform_env import without_platform_vars
 NODE_GRACE_MARGIN = 5.0
 # Variables the launcher sets for each process it starts: a node launcher must not inherit
 # those of a launcher it runs under.
-OWN_FILES = ("malaunch-run.json", "malaunch-summary.json")
 LAUNCHER_SET = ("MALAUNCH_VOLCANO_DIR", "MALAUNCH_CONTEXT", "MALAUNCH_RESTART_COUNT")
 
 
 def default_log_dir(value: Optional[str]) -> Path:
     """The simulation's log directory, absolute (node launchers run with their own cwd)."""
     return Path(value or "malaunch-logs").absolute()
-
-
-def clear_stale_nodes(log_dir: Path, count: int) -> None:
-    """Remove ``node-<k>.log`` and ``node-<k>/`` of a previous, larger simulation in this log
-    dir (k >= count): each node launcher clears its own previous run, but nobody starts a node
-    that no longer exists. Only folders a launcher wrote (with its manifest or summary) go."""
-    for path in log_dir.glob("node-*"):
-        number = path.name[len("node-") :].removesuffix(".log")
-        if not (number.isascii() and number.isdigit()) or int(number) < count:
-            continue
-        if path.is_file() and path.suffix == ".log":
-            path.unlink()
-        elif path.is_dir() and any((path / name).exists() for name in OWN_FILES):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 def free_ports() -> Iterator[int]:
@@ -209,7 +195,9 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
     if values["print_env"]:
         click.echo(render_env(shape, cluster, specs, environ))
         return 0
-    clear_stale_nodes(log_dir, shape.nodes + (shape.num_ps if shape.platform == "tf-ps" else 0))
+    # Each node launcher clears its own previous run, but nobody starts a node of a previous,
+    # larger simulation that no longer exists: its node-<k> files go here.
+    remove_node_folders(log_dir, shape.nodes + (shape.num_ps if shape.platform == "tf-ps" else 0))
     try:
         return supervise_nodes(shape, cluster, specs, values, environ=environ, signals=signals)
     finally:

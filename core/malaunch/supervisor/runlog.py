@@ -17,7 +17,10 @@ time order never depends on timestamps the programs printed. One record per 64 K
 most: 800,000 lines cost a few thousand records.
 
 A launcher starting in a log directory first removes the files its previous run there listed
-(log files, index, manifest and summary), so that a reused ``--log-dir`` holds one run.
+(log files, index, manifest and summary), so that a reused ``--log-dir`` holds one run. When
+that run was a ``malaunch simulate``, its node launchers' runs in ``node-<k>/`` are cleared the
+same way (and their folders removed once empty): ``malaunch logs`` and ``report`` would
+otherwise read them as part of the new run.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import contextlib
 import datetime
 import json
 import os
+import shutil
 import struct
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -52,6 +56,7 @@ def clear_previous_run(log_dir: Path) -> None:
     try:
         previous = json.loads(manifest.read_text(encoding="utf-8"))
         files = [Path(f) for f in previous.get("files", []) if isinstance(f, str)]
+        source = str(previous.get("topology", {}).get("source", ""))
     except (OSError, ValueError, AttributeError):
         return
     root = log_dir.resolve()
@@ -59,6 +64,31 @@ def clear_previous_run(log_dir: Path) -> None:
         if path.resolve().is_relative_to(root):
             with contextlib.suppress(OSError):
                 path.unlink()
+    if source.startswith("simulate-"):
+        # Its node launchers' runs are in node-<k>/: each is cleared the same way, and the
+        # folder goes once empty, so that logs and report never take them for this run's.
+        for folder in log_dir.glob("node-*"):
+            if folder.is_dir() and not folder.is_symlink():
+                clear_previous_run(folder)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def remove_node_folders(log_dir: Path, first: int) -> None:
+    """Remove ``node-<k>.log`` and the ``node-<k>/`` folders of a simulation for k >= ``first``.
+
+    Only folders a node launcher wrote (with its manifest or summary) go: a user's own
+    ``node-3/`` beside them stays.
+    """
+    for path in log_dir.glob("node-*"):
+        number = path.name[len("node-") :].removesuffix(".log")
+        if not (number.isascii() and number.isdigit()) or int(number) < first:
+            continue
+        if path.is_file() and path.suffix == ".log":
+            with contextlib.suppress(OSError):
+                path.unlink()
+        elif path.is_dir() and any((path / name).exists() for name in (MANIFEST, SUMMARY)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class RunLog:
