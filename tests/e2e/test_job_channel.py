@@ -233,3 +233,23 @@ def test_b_a_hung_rank_is_named_with_every_ranks_stack(tmp_path: Path, stacks: s
     for rank in (0, 2, 3):
         assert "wait_for_peer" in files[rank].read_text()
     assert_nothing_left(tmp_path)
+
+
+def test_node_0_says_whom_it_waits_for_then_exits_69(tmp_path: Path) -> None:
+    """Node 0 alone: a line at 2 s and every 10 s naming the node launchers that have not
+    joined and the port, then one error line and exit 69 at --wait-timeout."""
+    nodes = nodes_of(tmp_path, 3, launcher=["--wait-timeout", "13"])
+    port = option(nodes[0].argv, "--job-port")
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start(0)
+        assert launchers.wait(timeout=60) == {0: 69}
+    waiting = [line for line in launchers.output(0).splitlines() if "waiting for" in line]
+    assert waiting == [
+        f"malaunch: info: waiting for node launchers to join the job channel on port {port}: "
+        f"{seconds}s of 13 (not yet: node 1, 2)"
+        for seconds in (2, 12)
+    ], launchers.output(0)
+    assert launchers.output(0).splitlines()[-1] == (
+        "malaunch: error: node launchers [1, 2] never joined the job channel within "
+        "--wait-timeout (is malaunch started on every node, with the same --job-port?)"
+    )

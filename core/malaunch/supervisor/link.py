@@ -17,12 +17,10 @@ from malaunch.job.client import ChannelClient
 from malaunch.job.coordinator import Coordinator
 from malaunch.job.protocol import Message
 from malaunch.job.server import ChannelServer
-from malaunch.log import logger
 from malaunch.models import Topology
 from malaunch.net import free_port
+from malaunch.progress import LIVE_EVERY, Waiting
 from malaunch.supervisor.options import SuperviseOptions
-
-PROGRESS_EVERY = 10.0
 
 
 class JobLink:
@@ -44,7 +42,7 @@ class JobLink:
         self.coordinator: Optional[Coordinator] = None
         self.server: Optional[ChannelServer] = None
         self.client: Optional[ChannelClient] = None
-        self.started = loop.now()
+        self.waiting: Optional[Waiting] = None
 
     @property
     def attempt(self) -> int:
@@ -74,7 +72,11 @@ class JobLink:
                 on_lost=self.coordinator.lost,
             )
             self.loop.call_later(settings.wait_timeout, self.coordinator.join_timed_out)
-            self.loop.call_later(PROGRESS_EVERY, self._join_progress)
+            self.waiting = Waiting(
+                f"node launchers to join the job channel on port {settings.port}",
+                clock=self.loop.now,
+            )
+            self.loop.call_later(LIVE_EVERY, self._join_progress)
         self.coordinator.join(0)
 
     def broadcast(self, message: Message) -> None:
@@ -101,19 +103,21 @@ class JobLink:
         return {"master_port": free_port("0.0.0.0")}
 
     def _join_progress(self) -> None:
-        coordinator = self.coordinator
-        settings = self.options.job
-        if coordinator is None or settings is None or coordinator.phase != "joining":
+        """Node 0's wait for the others, shown like every wait (malaunch.progress): a live
+        line on a terminal, a line every 10 s in a log, nothing if it ends within 2 s."""
+        coordinator, settings, waiting = self.coordinator, self.options.job, self.waiting
+        if coordinator is None or settings is None or waiting is None:
+            return
+        if coordinator.phase != "joining":
+            waiting.done()
             return
         missing = ", ".join(str(node) for node in coordinator.missing())
-        waited = self.loop.now() - self.started
-        logger.info(
-            f"waiting for node launchers {missing} to join the job channel on port "
-            f"{settings.port}: {waited:.0f}s of {settings.wait_timeout:g}s"
-        )
-        self.loop.call_later(PROGRESS_EVERY, self._join_progress)
+        waiting.update(f"not yet: node {missing}", settings.wait_timeout)
+        self.loop.call_later(LIVE_EVERY, self._join_progress)
 
     def close(self) -> None:
+        if self.waiting is not None:
+            self.waiting.done()  # the job may end (a signal, the timeout) while waiting
         if self.client is not None:
             self.client.close()
         if self.server is not None:
