@@ -26,7 +26,7 @@ class ExitCode(enum.IntEnum):
     UNAVAILABLE = 69  # EX_UNAVAILABLE: topology not ready before --wait-timeout
     SOFTWARE = 70  # EX_SOFTWARE: internal error
     OS_ERROR = 71  # EX_OSERR: a process could not be started
-    IO_ERROR = 74  # EX_IOERR: data staging failed
+    IO_ERROR = 74  # EX_IOERR: data staging failed, or a tool's output file (a report)
     PEER_FAILED = 75  # EX_TEMPFAIL: stopped because another node of the job failed
     CONFIG = 78  # EX_CONFIG: plugin missing, duplicate or broken
     HANG = 124  # as timeout(1): a rank was silent past --hang-timeout
@@ -83,3 +83,10 @@ class LaunchError(MalaunchError):
     """A process of the plan could not be started."""
 
     exit_code = ExitCode.OS_ERROR
+
+
+class OutputError(MalaunchError):
+    """A tool command's output file cannot be written (EX_IOERR: I/O on a file, where 71
+    would say that a process could not be started)."""
+
+    exit_code = ExitCode.IO_ERROR

@@ -59,7 +59,7 @@ def test_a_directory_without_a_run_is_66_in_one_line(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"malaunch: error: {tmp_path}: no readable malaunch-run.json")
 
 
-def test_an_unwritable_out_is_71_in_one_line(run_dir: Path, tmp_path: Path) -> None:
+def test_an_unwritable_out_is_74_in_one_line(run_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     cases = [
         (tmp_path, "Is a directory"),
@@ -67,8 +67,17 @@ def test_an_unwritable_out_is_71_in_one_line(run_dir: Path, tmp_path: Path) -> N
     ]
     for out, reason in cases:
         result = run_cli(["report", str(run_dir), "--html", str(out)])
-        assert result.code == 71
+        assert result.code == 74
         assert result.stderr == f"malaunch: error: cannot write the report {out}: {reason}\n"
+
+
+def test_without_dir_the_launchers_default_dir(run_dir: Path, tmp_path: Path) -> None:
+    # The same default as `malaunch logs`: --log-dir's variable first, then MA_LOG_DIR.
+    out = tmp_path / "r.html"
+    env = clean_env({"MALAUNCH_LOG_DIR": str(run_dir), "MA_LOG_DIR": str(tmp_path / "no")})
+    result = run_cli(["report", "--html", str(out)], env=env, cwd=tmp_path)
+    assert (result.code, result.stderr) == (0, "")
+    assert result.stdout == f"wrote {out} (1 node, 2 processes, 1 failure)\n"
 
 
 def test_html_is_required(run_dir: Path) -> None:

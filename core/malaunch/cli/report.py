@@ -11,6 +11,7 @@ from typing import Optional
 
 import click
 
+from malaunch.cli.logs import default_log_dir
 from malaunch.errors import UsageError
 
 
@@ -26,14 +27,14 @@ from malaunch.errors import UsageError
 def report_command(directory: Optional[Path], out: Optional[Path]) -> None:
     """Write one HTML page of the run in DIR: its topology, a timeline of every rank and
     node across attempts, the first failure with its last lines and exception, and links to
-    every log. DIR is a launcher's log dir or a simulation's [default: $MA_LOG_DIR or
-    ./malaunch-logs]."""
+    every log. DIR is a launcher's log dir or a simulation's [default: $MALAUNCH_LOG_DIR, else
+    $MA_LOG_DIR, else ./malaunch-logs]."""
     # Imported here: the report package is needed by this command alone (start-up cost).
     from malaunch.report.write import write_report  # noqa: PLC0415 (start-up cost, see above)
 
     if out is None:
         raise UsageError("--html OUT is required: the file to write the page to")
-    log_dir = directory or Path(os.environ.get("MA_LOG_DIR") or "malaunch-logs")
+    log_dir = directory or default_log_dir(os.environ)  # the same default as `logs`
     job = write_report(log_dir, out)
     processes = sum(len(node.rows) for node in job.nodes)
     counts = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from malaunch.errors import LaunchError
+from malaunch.errors import OutputError
 from malaunch.files import write_atomic
 from malaunch.report.collect import collect
 from malaunch.report.model import JobReport
@@ -16,7 +16,7 @@ def write_report(directory: Path, out: Path) -> JobReport:
     """Write the HTML page of the run in ``directory`` to ``out``; return what it shows.
 
     :raises MissingInputError: ``directory`` is not the log dir of a run.
-    :raises LaunchError: ``out`` cannot be written.
+    :raises OutputError: ``out`` cannot be written (74).
     """
     job = collect(directory)
     page = render_page(job, out.absolute().parent)
@@ -24,7 +24,7 @@ def write_report(directory: Path, out: Path) -> JobReport:
         write_atomic(out, page)
     except OSError as exc:
         msg = f"cannot write the report {out}: {_not_a_folder(out) or exc.strerror or exc}"
-        raise LaunchError(msg) from exc
+        raise OutputError(msg) from exc
     return job
 
 
