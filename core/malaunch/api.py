@@ -35,6 +35,7 @@ from malaunch.models import (
     device_slots,
 )
 from malaunch.net import free_port
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, MAX_WORLD_SIZE, check_world_size
 from malaunch.params import Host, Integer, Seconds
 from malaunch.python_command import PythonCommand, Target, is_python, parse_python_command
 from malaunch.topology.data import parse_data_paths
@@ -51,6 +52,9 @@ from malaunch.topology.envparse import (
 )
 
 __all__ = [
+    "MAX_LOCAL_PROCESSES",
+    "MAX_NODES",
+    "MAX_WORLD_SIZE",
     "DataPaths",
     "Device",
     "ExitCode",
@@ -75,6 +79,7 @@ __all__ = [
     "TopologyError",
     "TopologySource",
     "UsageError",
+    "check_world_size",
     "device_slots",
     "format_host_port",
     "free_port",

@@ -14,11 +14,13 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     """One process per device of this node, told its rank through ``ECHO_*`` variables."""
     if not command:
         raise UsageError("echo: no command given")
-    devices = sorted(topology.this_node.devices, key=lambda d: d.rank)
+    devices = topology.local_devices  # in rank order: local rank = position
     if not devices:
         msg = f"echo: topology source {topology.source!r} lists no devices on this node"
         raise UsageError(msg)
-    base = Path.cwd()
+    # The launch directory comes with the options, never from Path.cwd(): a plan is a pure
+    # function of its inputs (a dry run or a test may plan for another directory).
+    base = Path(options.cwd)
     log_dir = base / options.log_dir  # an absolute log dir replaces base
     greeting = options.framework_options.get("echo_greeting")
     processes = []

@@ -15,7 +15,15 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-from malaunch.api import Device, MissingInputError, Node, ResolveOptions, Topology, TopologyError
+from malaunch.api import (
+    MissingInputError,
+    Node,
+    ResolveOptions,
+    Topology,
+    TopologyError,
+    check_world_size,
+    device_slots,
+)
 
 NAME = "static-file"
 VAR = "STATIC_TOPOLOGY_FILE"
@@ -60,14 +68,10 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     if node_rank >= len(hosts):
         raise TopologyError(f"{where}: node_rank: {node_rank} is not below {len(hosts)} hosts")
     nproc = options.nproc_per_node or _int(doc, "nproc_per_node", where, 1)
+    # Before a single rank is built: a file may ask for more than any job runs.
+    check_world_size(len(hosts), nproc, f"{where}: hosts ({len(hosts)}) x nproc_per_node={nproc}")
     nodes = tuple(
-        Node(
-            index=n,
-            host=host,
-            devices=tuple(
-                Device(rank=n * nproc + i, local_index=i, device_id=i) for i in range(nproc)
-            ),
-        )
+        Node(index=n, host=host, devices=device_slots(n * nproc, range(nproc)))
         for n, host in enumerate(hosts)
     )
     port = doc.get("master_port")
