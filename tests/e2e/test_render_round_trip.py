@@ -1,6 +1,8 @@
 """The round trip of SPEC §11, for every render target: render a job, fabricate what its
 operator injects into each pod (malaunch.simulate.operators), run the installed ``malaunch
 topology`` in each pod's environment, and get back the nodes and ranks the render was asked for.
+A MindSpore AscendJob's scheduler pod is no node of the job: it must resolve as the scheduler of
+the same worker nodes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Case:
     source: str  # the topology source auto must pick in every pod
     master: Optional[str]  # the rendezvous address every pod must agree on
     num_ps: int = 0
+    scheduler: Optional[str] = None  # a scheduler pod's own address (it is not a node)
 
 
 CASES = {
@@ -40,7 +43,13 @@ CASES = {
     "pytorchjob-1-node": Case("pytorchjob", "torch_ddp", 1, 2, "kubeflow", "job-master-0"),
     "tfjob": Case("tfjob", "tensorflow_ps", 3, None, "tf-config", None, 1),
     "ascendjob-torch_ddp": Case("ascendjob", "torch_ddp", 2, 8, "mindx-pytorch", "10.96.0.10"),
-    "ascendjob-mindspore": Case("ascendjob", "mindspore", 3, 8, "ranktable", None),
+    # The workers reach the scheduler through its Service; the scheduler pod sees its own IP.
+    "ascendjob-mindspore": Case(
+        "ascendjob", "mindspore", 3, 8, "mindx", "10.96.0.10", scheduler="10.244.0.2"
+    ),
+    "ascendjob-mindspore-1-npu": Case(
+        "ascendjob", "mindspore", 1, 1, "mindx", "10.96.0.10", scheduler="10.244.0.2"
+    ),
 }
 
 
@@ -85,22 +94,38 @@ def expected_ranks(case: Case, number: int) -> List[int]:
     return list(range(number * per_node, (number + 1) * per_node))
 
 
+def resolve(pod: Pod, launcher: List[str], tmp_path: Path) -> Dict[str, Any]:
+    """``malaunch topology --json`` in the pod's environment."""
+    env = clean_env({**localize(pod, tmp_path), "MALAUNCH_VOLCANO_DIR": str(tmp_path / "x")})
+    result = run_cli(["topology", "--json", *topology_options(launcher)], env=env)
+    assert result.code == 0, f"{pod.name}: {result.stderr}"
+    topo: Dict[str, Any] = json.loads(result.stdout)
+    return topo
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_every_pod_resolves_to_the_job_the_render_asked_for(name: str, tmp_path: Path) -> None:
     case = CASES[name]
     pod_list, launcher = pods(case)
-    assert len(pod_list) == case.nodes + case.num_ps
+    schedulers = [pod for pod in pod_list if pod.task == "scheduler"]
+    assert len(schedulers) == (case.scheduler is not None)
+    nodes = [pod for pod in pod_list if pod.task != "scheduler"]  # placed after the scheduler
+    assert len(nodes) == case.nodes + case.num_ps
+    expected = [expected_ranks(case, n) for n in range(len(nodes))]
     seen: List[Dict[str, Any]] = []
     for pod in pod_list:
-        env = clean_env({**localize(pod, tmp_path), "MALAUNCH_VOLCANO_DIR": str(tmp_path / "x")})
-        result = run_cli(["topology", "--json", *topology_options(launcher)], env=env)
-        assert result.code == 0, f"{pod.name}: {result.stderr}"
-        topo: Dict[str, Any] = json.loads(result.stdout)
+        topo = resolve(pod, launcher, tmp_path)
         assert topo["source"] == case.source, pod.name
-        assert topo["node_rank"] == pod.number, pod.name
-        assert len(topo["nodes"]) == len(pod_list), pod.name
         ranks = [[d["rank"] for d in node["devices"]] for node in topo["nodes"]]
-        assert ranks == [expected_ranks(case, n) for n in range(len(pod_list))], pod.name
+        assert ranks == expected, pod.name
+        if pod.task == "scheduler":
+            assert topo["task"] == {"role": "scheduler", "index": 0}, pod.name
+            assert topo["master_addr"] == case.scheduler, pod.name
+            continue
+        assert topo["node_rank"] == pod.number - len(schedulers), pod.name
+        if schedulers:
+            assert topo["task"] == {"role": "worker", "index": pod.index}, pod.name
+            assert topo["roles"]["scheduler"] == [f"{case.master}:2222"], pod.name
         seen.append(topo)
     world = case.nodes if case.framework == "tensorflow_ps" else case.nodes * (case.nproc or 1)
     assert {sum(len(n["devices"]) for n in topo["nodes"]) for topo in seen} == {world}

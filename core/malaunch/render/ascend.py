@@ -1,24 +1,29 @@
 """A MindX AscendJob (``mindxdl.gitee.com/v1``) whose pods start malaunch.
 
-Every pod runs the container ``ascend`` (the operator looks for that name), requests
-``--nproc-per-node`` NPUs (``--accelerator``, default ``huawei.com/Ascend910``) and exposes
-``ascendjob-port``; the job is gang-scheduled by Volcano and succeeds when all workers have.
+Every pod runs the container ``ascend`` (the operator looks for that name) and exposes
+``ascendjob-port``; every worker requests ``--nproc-per-node`` NPUs (``--accelerator``, default
+``huawei.com/Ascend910``); the job is gang-scheduled by Volcano (``minAvailable`` = every pod)
+and succeeds when all workers have.
 
 - ``torch_ddp`` (label ``framework: pytorch``): a ``Master`` replica and ``Worker`` replicas;
   the operator injects ``MASTER_ADDR`` (the master Service), ``RANK`` (the pod), ``WORLD_SIZE``,
   ``LOCAL_WORLD_SIZE``, read by the ``mindx-pytorch`` source.
-- ``mindspore`` (label ``framework: mindspore``): ``Worker`` replicas only, which the operator
-  leaves without variables and gives an HCCL rank table instead, through the ConfigMap
-  ``rings-config-<job>`` (``hccl.json``, ``{"status": "initializing"}`` until it is filled)
-  mounted at ``/user/serverid/devindex/config``; ``RANK_TABLE_FILE`` points there (``ranktable``
-  source, which waits until it is ``completed``) and ``XDL_IP`` (the node's IP) tells which
-  server of the table this pod is.
+- ``mindspore`` (label ``framework: mindspore``): a ``Scheduler`` replica (one pod, no NPU) and
+  ``--nodes`` ``Worker`` replicas. The operator injects ``MS_ROLE`` (``MS_SCHED`` /
+  ``MS_WORKER``), ``MS_SCHED_HOST`` (the scheduler's pod IP on its own pod, its Service's IP on
+  the workers), ``MS_SCHED_PORT``, ``MS_WORKER_NUM``, ``MS_LOCAL_WORKER`` and ``MS_NODE_RANK``,
+  read by the ``mindx`` source: the scheduler pod's launcher starts the MindSpore scheduler,
+  each worker pod's one worker per NPU.
+
+The operator's admission rules (mind-cluster ``ascendjob_validate.go``, ``checkReplicaSpecs``):
+each framework has one leader type (``Master`` / ``Scheduler`` / ``Chief``) of exactly 1
+replica; every non-``Scheduler`` replica's ``ascend`` container requests NPUs; and only a
+MindSpore job may have no leader, and then only while its workers request at most 1 NPU in all.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Dict, List, Sequence, Tuple
 
 from malaunch.errors import UsageError
@@ -29,24 +34,12 @@ from malaunch.render.crds import (
     ReplicaSpec,
     SchedulingPolicy,
 )
-from malaunch.render.k8s import (
-    ConfigMap,
-    ConfigMapVolumeSource,
-    ContainerPort,
-    EnvVar,
-    K8sModel,
-    ObjectMeta,
-    Volume,
-    VolumeMount,
-    env_from_field,
-)
+from malaunch.render.k8s import ContainerPort, K8sModel
 from malaunch.render.request import PodParts, RenderRequest, metadata, pod_template, split
 
 ASCEND_PORT = 2222  # the operator's default ascendjob-port
 NPU = "huawei.com/Ascend910"
 RING_LABEL = {"ring-controller.atlas": "ascend-910b"}
-RANK_TABLE_DIR = "/user/serverid/devindex/config"
-RANK_TABLE_VOLUME = "ascend-910-config"
 FRAMEWORKS = {"torch_ddp": "pytorch", "mindspore": "mindspore"}
 
 
@@ -59,51 +52,36 @@ def job_framework(framework: str) -> str:
     return FRAMEWORKS[framework]
 
 
-def _rank_table(request: RenderRequest) -> Tuple[ConfigMap, PodParts]:
-    """The ConfigMap the operator fills with the rank table, and how pods mount it."""
-    config = ConfigMap(
-        metadata=ObjectMeta(
-            name=f"rings-config-{request.job_name}", namespace=request.namespace, labels=RING_LABEL
-        ),
-        data={"hccl.json": json.dumps({"status": "initializing"})},
-    )
-    volume = Volume(
-        name=RANK_TABLE_VOLUME, config_map=ConfigMapVolumeSource(name=config.metadata.name or "")
-    )
-    parts = PodParts(
-        container="ascend",
-        env=(
-            EnvVar(name="RANK_TABLE_FILE", value=f"{RANK_TABLE_DIR}/hccl.json"),
-            env_from_field("XDL_IP", "status.hostIP"),
-        ),
-        volumes=(volume,),
-        mounts=(VolumeMount(name=RANK_TABLE_VOLUME, mount_path=RANK_TABLE_DIR),),
-    )
-    return config, parts
-
-
 def render(request: RenderRequest) -> List[K8sModel]:
-    """The AscendJob, and for MindSpore its rank-table ConfigMap first."""
+    """The AscendJob: its replicas, each pod starting malaunch with the same command."""
     label = job_framework(request.framework)
     if request.accelerator is None:
         request = dataclasses.replace(request, accelerator=NPU)  # no NPU, no operator variables
-    manifests: List[K8sModel] = []
-    parts = PodParts(container="ascend")
-    replicas: Sequence[Tuple[str, int]] = split(request.nodes)
-    if label == "mindspore":
-        config, parts = _rank_table(request)
-        manifests.append(config)
-        replicas = [("worker", request.nodes)]
     port = ContainerPort(name="ascendjob-port", container_port=request.master_port or ASCEND_PORT)
-    pod = dataclasses.replace(parts, accelerators=request.nproc, port=port, labels=RING_LABEL)
+    worker = PodParts(container="ascend", accelerators=request.nproc, port=port, labels=RING_LABEL)
+    replicas: Sequence[Tuple[str, int, PodParts]]
+    if label == "mindspore":
+        # Always a Scheduler: the operator refuses a MindSpore job without one once its workers
+        # request more than 1 NPU in all, and with one it injects the MS_* variables into every
+        # pod (the scheduler's included), so one layout serves every size. No rank table is
+        # mounted: with RANK_TABLE_FILE set the `ranktable` source comes first in auto order
+        # and `mindx` steps aside, so the workers would plan rank-table mode while the
+        # scheduler pod (no NPU, in no table) waited for dynamic-cluster workers that never
+        # register. The scheduler pod asks for no NPU (the operator allows 0 only there) and
+        # keeps `ascendjob-port`: the operator's Service, whose port becomes MS_SCHED_PORT, is
+        # made from the Scheduler's ports.
+        scheduler = PodParts(container="ascend", port=port)
+        replicas = [("scheduler", 1, scheduler), ("worker", request.nodes, worker)]
+    else:
+        replicas = [(task, pods, worker) for task, pods in split(request.nodes)]
     specs: Dict[str, ReplicaSpec] = {
         task.capitalize(): ReplicaSpec(
-            replicas=pods, restart_policy="Never", template=pod_template(request, pod)
+            replicas=pods, restart_policy="Never", template=pod_template(request, parts)
         )
-        for task, pods in replicas
+        for task, pods, parts in replicas
     }
-    policy = SchedulingPolicy(min_available=request.nodes, queue=request.queue or "default")
+    every_pod = sum(pods for _, pods, _ in replicas)
+    policy = SchedulingPolicy(min_available=every_pod, queue=request.queue or "default")
     spec = AscendJobSpec(run_policy=AscendRunPolicy(scheduling_policy=policy), replica_specs=specs)
     labels = {"framework": label, **RING_LABEL}
-    manifests.append(AscendJob(metadata=metadata(request, labels), spec=spec))
-    return manifests
+    return [AscendJob(metadata=metadata(request, labels), spec=spec)]

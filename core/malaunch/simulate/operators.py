@@ -13,9 +13,14 @@ fields filled in), ``HOSTNAME`` (the pod name), and what the controllers and plu
   ``PET_NPROC_PER_NODE``; TFJob: ``TF_CONFIG`` of ``<job>-<type>-<i>.<namespace>.svc:<port>``;
 - MindX AscendJob: for PyTorch ``MASTER_ADDR`` (the master Service's IP), ``MASTER_PORT``,
   ``RANK`` (the pod), ``WORLD_SIZE`` (NPUs x pods), ``LOCAL_WORLD_SIZE``, ``LOCAL_RANK`` (a list),
-  ``MINDX_TASK_ID``, ``ASCEND_VISIBLE_DEVICES``; for MindSpore (workers only) no variables but
-  the completed rank table the operator writes into the mounted ConfigMap, one server per pod
-  (``server_id`` the pod's UID, ``host_ip`` its node, ``container_ip`` the pod).
+  ``MINDX_TASK_ID``, ``ASCEND_VISIBLE_DEVICES``; for MindSpore with a ``Scheduler``, ``MS_ROLE``
+  (``MS_SCHED`` / ``MS_WORKER``), ``MS_SCHED_HOST`` (the scheduler's own pod IP on its pod, its
+  Service's IP on the workers), ``MS_SCHED_PORT``, ``MS_NODE_RANK`` (the replica index),
+  ``MS_LOCAL_WORKER`` and ``MS_WORKER_NUM`` (the workers' NPUs per pod, and x worker pods, on
+  every pod), ``MS_SERVER_NUM=0``, ``NPU_POD``; for MindSpore workers only (the operator allows
+  that up to 1 NPU in all) no variables but the completed rank table the operator writes into a
+  mounted ConfigMap, one server per pod (``server_id`` the pod's UID, ``host_ip`` its node,
+  ``container_ip`` the pod).
 
 A :class:`Network` says how pods are reached: cluster DNS names and made-up addresses for a
 round trip on paper, or plain addresses (this machine's loopback ones) for ``malaunch
@@ -201,8 +206,10 @@ def _npus(template: PodTemplateSpec) -> int:
 def _ascendjob(job: AscendJob, maps: Dict[str, ConfigMap], net: Network) -> List[Pod]:
     name = job.metadata.name or ""
     placed = _replicas(job.spec.replica_specs, ("Master", "Scheduler", "Chief", "Worker"))
-    npus = _npus(placed[0][3])
+    npus = _npus(placed[-1][3])  # the workers' (a MindSpore scheduler requests none)
     if (job.metadata.labels or {}).get("framework") == "mindspore":
+        if "Scheduler" in job.spec.replica_specs:
+            return _mindspore_pods(name, placed, npus, net)
         return _rank_table_pods(name, placed, npus, maps, net)
     port = str(_port(placed[0][3], 2222))
     master = net.service_ip if net.dns else net.pod_ip(0)
@@ -216,6 +223,29 @@ def _ascendjob(job: AscendJob, maps: Dict[str, ConfigMap], net: Network) -> List
             "LOCAL_WORLD_SIZE": str(npus), "WORLD_SIZE": str(npus * len(placed)),
             "LOCAL_RANK": ",".join(str(d) for d in range(npus)),
             "MASTER_ADDR": master, "MASTER_PORT": port, "RANK": str(number),
+        })  # fmt: skip
+        pods.append(Pod(pod, task, i, number, env))
+    return pods
+
+
+def _mindspore_pods(name: str, placed: Sequence[Placed], npus: int, net: Network) -> List[Pod]:
+    """``setMindSporeEnv`` (mind-cluster env.go): the scheduler pod first, then the workers."""
+    workers = sum(1 for task, *_ in placed if task == "worker")
+    service = net.service_ip if net.dns else net.pod_ip(0)
+    pods = []
+    for task, i, number, template in placed:
+        pod = f"{name}-{task}-{i}"
+        env = _own_env(template, pod, number, net)
+        env.update({"MINDX_TASK_ID": _uid(name), "HostNetwork": "false"})
+        if task == "worker":  # only pods that request NPUs get these two
+            env["ASCEND_VISIBLE_DEVICES"] = ",".join(str(d) for d in range(npus))
+            env["HCCL_LOGIC_SUPERPOD_ID"] = "0"
+        env.update({
+            "MS_SCHED_HOST": net.pod_ip(number) if task == "scheduler" else service,
+            "MS_LOCAL_WORKER": str(npus), "MS_WORKER_NUM": str(npus * workers),
+            "MS_NODE_RANK": str(i), "MS_SCHED_PORT": str(_port(placed[0][3], 2222)),
+            "MS_SERVER_NUM": "0", "MS_ROLE": "MS_SCHED" if task == "scheduler" else "MS_WORKER",
+            "NPU_POD": "true" if task == "worker" else "false",
         })  # fmt: skip
         pods.append(Pod(pod, task, i, number, env))
     return pods

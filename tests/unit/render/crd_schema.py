@@ -3,13 +3,14 @@ CRDs and their controllers' validation (conventions §6, §7), independently of 
 own models: strict types, no unknown field, the enums the operators accept, and the checks
 their admission webhooks make (Volcano: one of event / exitCode per policy, exit code not 0,
 no duplicates; Kubeflow: one Master, the framework's container name; MindX: the ``ascend``
-container). Pod templates are checked by kubernetes-validate instead.
+container and ``checkReplicaSpecs``' rules, below). Pod templates are checked by
+kubernetes-validate instead.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Literal, Optional, Tuple, Type
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Tuple, Type
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -192,6 +193,52 @@ class AscendSpec(Strict):
         return self
 
 
+# MindX ascend-operator, component/ascend-operator/pkg/controllers/v1/ascendjob_validate.go
+# (Ascend/mind-cluster 36f7c088): the replica types each framework label allows, its leader first.
+ASCEND_REPLICAS = {
+    "mindspore": ("Scheduler", "Worker"),
+    "pytorch": ("Master", "Worker"),
+    "tensorflow": ("Chief", "Worker"),
+}
+ASCEND_NPU = "huawei.com/Ascend"  # the controller's npuPrefix, matched anywhere in the name
+
+
+def ascend_npus(spec: ReplicaSpec) -> int:
+    """NPUs the ``ascend`` container requests (``getContainerResourceReq``)."""
+    for container in spec.template["spec"]["containers"]:
+        if container["name"] == "ascend":
+            requests = (container.get("resources") or {}).get("requests") or {}
+            return next((int(v) for k, v in requests.items() if ASCEND_NPU in k), 0)
+    return 0
+
+
+def ascend_replica_rules(framework: str, specs: Mapping[str, ReplicaSpec]) -> None:
+    """``checkReplicaSpecs``: the types the framework allows, a leader (a non-Worker type) of
+    exactly 1 replica, NPUs on every replica but the Scheduler, and a leader for every job but
+    a MindSpore one whose workers request at most 1 NPU in all; the messages are the
+    operator's own."""
+    allowed = ASCEND_REPLICAS[framework]
+    for replica, spec in specs.items():
+        if replica not in allowed:
+            msg = f"replicaType is {replica} but must be one of [{' '.join(allowed)}]"
+            raise ValueError(msg)
+        if replica != "Worker" and spec.replicas != 1:
+            msg = f"replicaType<{replica}> replicas is invalid, it must be only 1"
+            raise ValueError(msg)
+        if replica != "Scheduler" and ascend_npus(spec) == 0:
+            msg = f"replicaType<{replica}> req npu<0> is invalid, it can not be 0"
+            raise ValueError(msg)
+    if any(replica != "Worker" for replica in specs):
+        return
+    if framework != "mindspore":
+        raise ValueError("ReplicaType is not valid: there need 1 leader replica-type")
+    worker = specs["Worker"]
+    if ascend_npus(worker) * worker.replicas > 1:
+        # sic: the operator's message spells it so
+        msg = "replicaType is not valid: schdeuler not found, but need 1 while req npu more than 1"
+        raise ValueError(msg)
+
+
 class AscendJob(Strict):
     apiVersion: Literal["mindxdl.gitee.com/v1"]
     kind: Literal["AscendJob"]
@@ -201,9 +248,10 @@ class AscendJob(Strict):
     @model_validator(mode="after")
     def _framework_label(self) -> AscendJob:
         framework = (self.metadata.labels or {}).get("framework")
-        if framework not in ("mindspore", "pytorch", "tensorflow"):
+        if framework not in ASCEND_REPLICAS:
             msg = f"label framework {framework!r}: expected mindspore, pytorch or tensorflow"
             raise ValueError(msg)
+        ascend_replica_rules(framework, {str(k): v for k, v in self.spec.replicaSpecs.items()})
         return self
 
 

@@ -4,12 +4,14 @@ tests' own model of its CRD (crd_schema.py), and each target's particulars."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import kubernetes_validate  # type: ignore[import-untyped]  # ships no type information
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from malaunch.errors import UsageError
 from malaunch.render.manifests import load, render, to_yaml
@@ -239,31 +241,87 @@ def test_ascendjob_pytorch() -> None:
         assert "env" not in container
 
 
-def test_ascendjob_mindspore_mounts_its_rank_table_configmap() -> None:
-    config, doc = documents("ascendjob-mindspore")
-    assert config == {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "rings-config-malaunch-mindspore",
-            "labels": {"ring-controller.atlas": "ascend-910b"},
-        },
-        "data": {"hccl.json": '{"status": "initializing"}'},
-    }
-    assert list(doc["spec"]["replicaSpecs"]) == ["Worker"]  # workers only: rank-table mode
-    template = doc["spec"]["replicaSpecs"]["Worker"]["template"]
-    volumes = template["spec"]["volumes"]
-    assert {"name": "ascend-910-config", "configMap": {"name": config["metadata"]["name"]}} in (
-        volumes
+def test_ascendjob_mindspore_has_a_scheduler_and_its_workers() -> None:
+    docs = documents("ascendjob-mindspore")
+    assert [d["kind"] for d in docs] == ["AscendJob"]  # no rank-table ConfigMap
+    doc = docs[0]
+    assert doc["metadata"]["labels"] == {
+        "framework": "mindspore", "ring-controller.atlas": "ascend-910b",
+    }  # fmt: skip
+    spec = doc["spec"]
+    replicas = {k: v["replicas"] for k, v in spec["replicaSpecs"].items()}
+    assert replicas == {"Scheduler": 1, "Worker": 4}
+    assert spec["runPolicy"]["schedulingPolicy"]["minAvailable"] == 5  # the scheduler too
+    scheduler, worker = (spec["replicaSpecs"][k]["template"] for k in ("Scheduler", "Worker"))
+    assert "metadata" not in scheduler  # not an NPU pod: no ring-controller label
+    assert worker["metadata"] == {"labels": {"ring-controller.atlas": "ascend-910b"}}
+    for template in (scheduler, worker):
+        container = template["spec"]["containers"][0]
+        assert container["name"] == "ascend"
+        assert container["ports"] == [{"name": "ascendjob-port", "containerPort": 2222}]
+        assert "env" not in container  # the operator's MS_* variables, no RANK_TABLE_FILE
+        assert [v["name"] for v in template["spec"]["volumes"]] == ["dshm"]
+    assert "resources" not in scheduler["spec"]["containers"][0]
+    npus = {"huawei.com/Ascend910": "8"}
+    assert worker["spec"]["containers"][0]["resources"] == {"requests": npus, "limits": npus}
+
+
+def without_scheduler(doc: Dict[str, Any]) -> Dict[str, Any]:
+    """The AscendJob as render wrote it before it had a Scheduler: Worker replicas only."""
+    old = copy.deepcopy(doc)
+    del old["spec"]["replicaSpecs"]["Scheduler"]
+    return old
+
+
+def test_the_operator_refuses_mindspore_workers_without_a_scheduler() -> None:
+    doc = job("ascendjob-mindspore")
+    SCHEMAS[("mindxdl.gitee.com/v1", "AscendJob")].model_validate(doc)
+    with pytest.raises(ValidationError) as info:
+        SCHEMAS[("mindxdl.gitee.com/v1", "AscendJob")].model_validate(without_scheduler(doc))
+    assert (
+        "replicaType is not valid: schdeuler not found, but need 1 while req npu more than 1"
+        in str(info.value)
     )
-    container = template["spec"]["containers"][0]
-    assert {"name": "ascend-910-config", "mountPath": "/user/serverid/devindex/config"} in (
-        container["volumeMounts"]
-    )
-    assert container["env"] == [
-        {"name": "RANK_TABLE_FILE", "value": "/user/serverid/devindex/config/hccl.json"},
-        {"name": "XDL_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-    ]
+
+
+def test_the_operator_takes_one_npu_of_mindspore_workers_without_a_scheduler() -> None:
+    request = dataclasses.replace(CASES["ascendjob-mindspore"], nodes=1, nproc_per_node=1)
+    doc = without_scheduler(render(request)[-1].to_dict())
+    SCHEMAS[("mindxdl.gitee.com/v1", "AscendJob")].model_validate(doc)  # rank-table mode
+    doc["spec"]["replicaSpecs"]["Worker"]["replicas"] = 2
+    with pytest.raises(ValidationError, match="schdeuler not found"):
+        SCHEMAS[("mindxdl.gitee.com/v1", "AscendJob")].model_validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda specs: specs.pop("Master"),
+            "ReplicaType is not valid: there need 1 leader replica-type",
+        ),
+        (
+            lambda specs: specs["Master"].update(replicas=2),
+            "replicaType<Master> replicas is invalid, it must be only 1",
+        ),
+        (
+            lambda specs: specs.update(Scheduler=specs["Master"]),
+            "replicaType is Scheduler but must be one of [Master Worker]",
+        ),
+        (
+            lambda specs: specs["Worker"]["template"]["spec"]["containers"][0].pop("resources"),
+            "replicaType<Worker> req npu<0> is invalid, it can not be 0",
+        ),
+    ],
+)
+def test_the_operator_rules_for_other_frameworks(
+    change: Callable[[Dict[str, Any]], object], message: str
+) -> None:
+    doc = job("ascendjob-pytorch")
+    change(doc["spec"]["replicaSpecs"])
+    with pytest.raises(ValidationError) as info:
+        SCHEMAS[("mindxdl.gitee.com/v1", "AscendJob")].model_validate(doc)
+    assert message in str(info.value)
 
 
 # --- refusals -----------------------------------------------------------------------------------

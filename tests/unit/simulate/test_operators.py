@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
-from malaunch.render.manifests import render
+from malaunch.render.k8s import K8sModel
+from malaunch.render.manifests import load, render
 from malaunch.render.request import RenderRequest
 from malaunch.simulate.operators import Network, Pod, inject, localize
 from malaunch.simulate.platforms import loopback
@@ -89,19 +90,61 @@ def test_ascendjob_pytorch() -> None:
     assert pods[0].env["MINDX_TASK_ID"] == pods[1].env["MINDX_TASK_ID"]
 
 
-def test_ascendjob_mindspore_gets_only_the_rank_table(tmp_path: Path) -> None:
-    pods = job("ascendjob", "mindspore", 2, nproc=2)
-    assert "RANK" not in pods[0].env and "MASTER_ADDR" not in pods[0].env
-    path = "/user/serverid/devindex/config/hccl.json"
-    assert pods[0].env["RANK_TABLE_FILE"] == path
-    assert pods[1].env["XDL_IP"] == "198.18.0.2"
-    table = json.loads(pods[0].files[path])
-    assert (table["status"], table["version"], table["server_count"]) == ("completed", "1.0", "2")
-    assert [s["host_ip"] for s in table["server_list"]] == ["198.18.0.1", "198.18.0.2"]
-    ranks = [d["rank_id"] for s in table["server_list"] for d in s["device"]]
-    assert ranks == ["0", "1", "2", "3"]
-    env = localize(pods[0], tmp_path)
-    local = tmp_path / "job-worker-0" / path.lstrip("/")
+def test_ascendjob_mindspore_scheduler_and_workers() -> None:
+    pods = job("ascendjob", "mindspore", 2, nproc=8)
+    assert [(p.name, p.task, p.index, p.number) for p in pods] == [
+        ("job-scheduler-0", "scheduler", 0, 0),
+        ("job-worker-0", "worker", 0, 1),
+        ("job-worker-1", "worker", 1, 2),
+    ]
+    names = ("MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_NODE_RANK", "MS_LOCAL_WORKER",
+             "MS_WORKER_NUM", "MS_SERVER_NUM", "NPU_POD", "ASCEND_VISIBLE_DEVICES")  # fmt: skip
+    assert only(pods[0], *names) == {
+        "MS_ROLE": "MS_SCHED", "MS_SCHED_HOST": "10.244.0.2", "MS_SCHED_PORT": "2222",
+        "MS_NODE_RANK": "0", "MS_LOCAL_WORKER": "8", "MS_WORKER_NUM": "16",
+        "MS_SERVER_NUM": "0", "NPU_POD": "false",
+    }  # fmt: skip
+    assert only(pods[2], *names) == {
+        "MS_ROLE": "MS_WORKER", "MS_SCHED_HOST": "10.96.0.10", "MS_SCHED_PORT": "2222",
+        "MS_NODE_RANK": "1", "MS_LOCAL_WORKER": "8", "MS_WORKER_NUM": "16",
+        "MS_SERVER_NUM": "0", "NPU_POD": "true", "ASCEND_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7",
+    }  # fmt: skip
+    assert not any("RANK_TABLE_FILE" in pod.env or pod.files for pod in pods)
+
+
+def one_npu_workers_only() -> List[K8sModel]:
+    """The one MindSpore AscendJob the operator runs without a scheduler (1 NPU in all), with
+    the rank-table ConfigMap mounted as MindX's samples do (render writes a Scheduler)."""
+    request = RenderRequest(
+        target="ascendjob", framework="mindspore", nodes=1, image="img", command=("x",),
+        nproc_per_node=1, name="job",
+    )  # fmt: skip
+    doc = render(request)[-1].to_dict()
+    del doc["spec"]["replicaSpecs"]["Scheduler"]
+    pod = doc["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
+    pod["volumes"].append({"name": "rt", "configMap": {"name": "rings-config-job"}})
+    pod["containers"][0]["volumeMounts"].append({"name": "rt", "mountPath": "/rt"})
+    pod["containers"][0]["env"] = [
+        {"name": "RANK_TABLE_FILE", "value": "/rt/hccl.json"},
+        {"name": "XDL_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+    ]
+    config = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rings-config-job"},
+        "data": {"hccl.json": '{"status": "initializing"}'},
+    }  # fmt: skip
+    return load([config, doc])
+
+
+def test_ascendjob_mindspore_workers_only_get_only_the_rank_table(tmp_path: Path) -> None:
+    (pod,) = inject(one_npu_workers_only())
+    assert not any(name.startswith("MS_") for name in pod.env)
+    assert (pod.env["RANK_TABLE_FILE"], pod.env["XDL_IP"]) == ("/rt/hccl.json", "198.18.0.1")
+    table = json.loads(pod.files["/rt/hccl.json"])
+    assert (table["status"], table["version"], table["server_count"]) == ("completed", "1.0", "1")
+    assert [s["host_ip"] for s in table["server_list"]] == ["198.18.0.1"]
+    assert [d["rank_id"] for s in table["server_list"] for d in s["device"]] == ["0"]
+    env = localize(pod, tmp_path)
+    local = tmp_path / "job-worker-0" / "rt" / "hccl.json"
     assert env["RANK_TABLE_FILE"] == str(local)
     assert json.loads(local.read_text()) == table
 
