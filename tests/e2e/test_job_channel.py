@@ -162,6 +162,7 @@ def test_e_a_failure_in_attempt_0_restarts_the_whole_job(tmp_path: Path) -> None
         first, second = report["attempts"]
         assert (first["failure"]["node"], first["failure"]["rank"]) == (1, 3)
         assert (first["failure"]["code"], first["decision"]) == (7, "restart 1 of 1")
+        assert first["delay"] == 0.0  # --restart-backoff 0, recorded on every node
         assert (second["failure"], second["decision"]) == (
             None,
             "every worker of the job succeeded",

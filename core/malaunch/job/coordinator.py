@@ -160,7 +160,8 @@ class Coordinator:
         self.phase = "restarting"
         self.ended = set()
         stop = {"t": "stop", "attempt": self.attempt, "final": False, "failure": failure}
-        self.transport.broadcast({**stop, "decision": verdict.reason})
+        # The delay goes with the decision: every node's summary records both.
+        self.transport.broadcast({**stop, "decision": verdict.reason, "delay": verdict.delay})
 
     def _over(self, failure: Dict[str, Any], reason: str) -> None:
         self.phase = "over"

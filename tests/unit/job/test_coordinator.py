@@ -205,6 +205,7 @@ def test_restart_waits_for_every_node_to_end_then_for_the_back_off() -> None:
             "final": False,
             "failure": failure,
             "decision": "restart 1 of 2",
+            "delay": 1.25,
         }
     ]
     assert job.coordinator.phase == "restarting"
