@@ -1,11 +1,13 @@
 """Supervisor benchmark: malaunch against torchrun and the plain-python floor, in one run.
 
-    .venv/bin/python benchmarks/bench_supervisor.py [--torchrun PATH] [--reps N] [--quick]
+    .venv/bin/python benchmarks/bench_supervisor.py [--torchrun PATH] [--reps N]
+        [--only LAUNCHER,...] [--rows TEXT,...]
 
 Prints a markdown table (median of ``--reps`` runs per cell). Launchers:
 
 - floor: this script starts the workers itself with ``subprocess`` (no launcher at all);
 - malaunch: the installed command, ``malaunch --framework torch_ddp --topology local``;
+- malaunch dedup+prefix: the same with ``--console-dedup --console-prefix '[{node}/{rank}] '``;
 - supervise(): ``supervise()`` called from a minimal script (the supervisor without the CLI);
 - torchrun: ``torchrun --standalone --no-python`` from a venv with torch (``--torchrun`` or
   ``$BENCH_TORCHRUN``, a path or a name on PATH, default the ``torchrun`` beside this
@@ -22,6 +24,7 @@ import argparse
 import contextlib
 import glob
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
+BODY = re.compile(rb"rank (\d+) line (\d+)")
 MALAUNCH = str(Path(sys.executable).with_name("malaunch"))
 LINES = 200_000
 
@@ -199,6 +203,33 @@ def dedup_argv(run: Run, grace: float) -> List[str]:
     return [*argv[:at], "--console-dedup", "--console-prefix", "[{node}/{rank}] ", *argv[at:]]
 
 
+# The console prefix each launcher must put on a line printed by ``ranks`` (one rank, or several
+# whose identical lines --console-dedup folded), spelled out here from the documented forms
+# rather than taken from malaunch, so a launcher that gets it wrong is caught.
+Prefix = Callable[[List[int]], bytes]
+
+
+def default_prefix(ranks: List[int]) -> bytes:
+    """``[rank 3] ``; folded ``[ranks 0-3] ``."""
+    return b"[rank %d] " % ranks[0] if len(ranks) == 1 else b"[ranks %s] " % _span(ranks)
+
+
+def dedup_prefix(ranks: List[int]) -> bytes:
+    """dedup_argv's template ``[{node}/{rank}] ``: ``[0/3] ``; folded, the span ``[0/0-3] ``."""
+    return b"[0/%s] " % _span(ranks)
+
+
+def _span(ranks: List[int]) -> bytes:
+    """``0-2,5``: the ranks, sorted, runs written as ranges."""
+    runs: List[List[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return b",".join(b"%d-%d" % (a, b) if a != b else b"%d" % a for a, b in runs)
+
+
 DRIVER = """
 import sys
 from loguru import logger
@@ -294,9 +325,10 @@ Argv = Callable[[Run, float], List[str]]
 class Bench:
     """Runs each scenario for one launcher kind; ``None`` argv means the floor."""
 
-    def __init__(self, workdir: Path, argv: Optional[Argv]) -> None:
+    def __init__(self, workdir: Path, argv: Optional[Argv], prefix: Optional[Prefix]) -> None:
         self.workdir = workdir
         self.argv = argv
+        self.prefix = prefix  # the console prefix its lines must carry (None: not checked)
 
     def launch(self, mode: str, nproc: int, grace: float = 5.0, stdout: int = -3) -> Run:
         run = Run(self.workdir, mode, nproc)
@@ -370,7 +402,8 @@ class Bench:
     def lines(self) -> tuple[float, int]:
         """Seconds for 4 workers x 200,000 lines, and how many lines are missing or garbled:
         every log must hold its rank's lines exactly, in order; a launcher's console copy
-        (prefixed, deduplicated or not) must hold every line once."""
+        (prefixed, deduplicated or not) must hold every line once, with exactly the prefix
+        :attr:`prefix` gives for the ranks that printed it."""
         with tempfile.TemporaryFile(dir=self.workdir) as console:
             run = self.launch("lines", 4, stdout=console.fileno())
             try:
@@ -381,7 +414,7 @@ class Bench:
                 console.seek(0)
                 copy = console.read()
                 if copy:  # floor and torchrun --redirects leave no console copy
-                    bad += 4 * LINES - _console_lines(copy)
+                    bad += 4 * LINES - _console_lines(copy, self.prefix)
                 return wall, bad
             finally:
                 run.cleanup()
@@ -421,13 +454,23 @@ def _good_lines(log: bytes) -> int:
     return sum(1 for line, want in zip(lines, expected) if line == want)
 
 
-def _console_lines(copy: bytes) -> int:
-    """Console lines that end in a whole ``rank R line I`` (after any prefix), each counted once."""
+def _console_lines(copy: bytes, prefix: Optional[Prefix]) -> int:
+    """Console lines that are a whole ``rank R line I`` a worker wrote, behind exactly the
+    prefix ``prefix`` gives for the ranks that wrote that text, each counted once. Every text
+    here is written by one rank only (it names the rank), so the single form is the one
+    expected, and a folded or another rank's prefix makes the line garbled. Without ``prefix``
+    (a launcher whose console form this script does not know) any prefix passes."""
     seen = set()
     for line in copy.split(b"\n"):
-        at = line.find(b"rank ")
-        if at >= 0 and line.count(b" line ") == 1:
-            seen.add(line[at:])
+        at = line.rfind(b"rank ")  # the default prefix "[rank R] " holds "rank " too
+        match = BODY.fullmatch(line, at) if at >= 0 else None
+        if match is None:
+            continue
+        rank, index = int(match[1]), int(match[2])
+        if rank >= 4 or index >= LINES or match[0] != b"rank %d line %d" % (rank, index):
+            continue  # not a line a worker wrote (leading zeros, a rank that does not exist)
+        if prefix is None or line[:at] == prefix([rank]):
+            seen.add(match[0])
     return len(seen)
 
 
@@ -507,6 +550,9 @@ def main() -> None:
         "--only",
         help="comma-separated launchers: floor,malaunch,malaunch dedup+prefix,supervise,torchrun",
     )
+    parser.add_argument(
+        "--rows", help="comma-separated texts: only the scenarios whose label holds one of them"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-supervisor-"))
     launchers: Dict[str, Optional[Argv]] = {
@@ -514,6 +560,11 @@ def main() -> None:
         "malaunch": malaunch_argv,
         "malaunch dedup+prefix": dedup_argv,
         "supervise()": driver_argv,
+    }
+    prefixes: Dict[str, Prefix] = {
+        "malaunch": default_prefix,
+        "malaunch dedup+prefix": dedup_prefix,
+        "supervise()": default_prefix,
     }
     notes = []
     # Resolved now: the launchers run in a work directory, where a relative path means nothing.
@@ -526,10 +577,13 @@ def main() -> None:
         wanted = {name.strip() for name in args.only.split(",")}
         launchers = {k: v for k, v in launchers.items() if k.rstrip("()") in wanted}
     rows = scenarios(args.reps, args.idle)
+    if args.rows:
+        texts = [text.strip() for text in args.rows.split(",")]
+        rows = {label: how for label, how in rows.items() if any(t in label for t in texts)}
     table: Dict[str, Dict[str, str]] = {row: {} for row in rows}
     try:
         for name, argv in launchers.items():
-            bench = Bench(workdir, argv)
+            bench = Bench(workdir, argv, prefixes.get(name))
             for row, measure in rows.items():
                 if argv is None and row not in FLOOR_ROWS:
                     table[row][name] = "n/a"

@@ -4,19 +4,36 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import List
 
 from malaunch.testing import run_cli
 
-SCRIPT = (
-    "import os, time\n"
-    "print('epoch 1 done', flush=True)\n"
-    "print('rank', os.environ['RANK'], flush=True)\n"
-)
+# Every rank waits until all have started, so a line they all print reaches the launcher
+# within one dedup window (0.2 s) even when the machine is slow to start four interpreters.
+SCRIPT = """\
+import os, pathlib, sys, time
+barrier, world, rank = pathlib.Path(sys.argv[1]), int(sys.argv[2]), os.environ["RANK"]
+barrier.mkdir(exist_ok=True)
+(barrier / rank).touch()
+deadline = time.monotonic() + 30
+while len(list(barrier.iterdir())) < world and time.monotonic() < deadline:
+    time.sleep(0.01)
+print("epoch 1 done", flush=True)
+print("rank", rank, flush=True)
+if rank != "2":
+    print("not rank 2", flush=True)
+"""
+
+TEMPLATE = "[{node}/{host} r{rank} l{local_rank} {role}] "
+
+
+def command(tmp_path: Path, world: int) -> List[str]:
+    return [sys.executable, "-c", SCRIPT, str(tmp_path / "barrier"), str(world)]
 
 
 def launch(tmp_path: Path, *options: str) -> str:
     args = ["--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", "4"]
-    args += ["--log-dir", str(tmp_path / "logs"), *options, "--", sys.executable, "-c", SCRIPT]
+    args += ["--log-dir", str(tmp_path / "logs"), *options, "--", *command(tmp_path, 4)]
     result = run_cli(args, cwd=tmp_path)
     assert result.code == 0, result.stderr
     return result.stdout
@@ -24,13 +41,50 @@ def launch(tmp_path: Path, *options: str) -> str:
 
 def test_dedup_folds_the_console_and_keeps_every_log_line(tmp_path: Path) -> None:
     out = launch(tmp_path, "--console-dedup").splitlines()
-    assert out.count("[ranks 0-3] epoch 1 done") == 1
-    assert sorted(line for line in out if "] rank " in line) == [
-        f"[rank {r}] rank {r}" for r in range(4)
-    ]
+    assert sorted(out) == sorted(
+        ["[ranks 0-3] epoch 1 done", "[ranks 0-1,3] not rank 2"]
+        + [f"[rank {r}] rank {r}" for r in range(4)]
+    )
     for rank in range(4):
         log = (tmp_path / "logs" / f"worker-{rank}.log").read_text()
-        assert log == f"epoch 1 done\nrank {rank}\n"
+        assert log == f"epoch 1 done\nrank {rank}\n" + ("not rank 2\n" if rank != 2 else "")
+
+
+def test_dedup_with_a_prefix_template_keeps_each_ranks_prefix_and_folds_truthfully(
+    tmp_path: Path,
+) -> None:
+    out = launch(tmp_path, "--console-dedup", "--console-prefix", TEMPLATE).splitlines()
+    # A line of one rank: its own prefix, exactly as without dedup. A folded line: the same
+    # template, with the span of the ranks (and local ranks) that printed it.
+    assert sorted(out) == sorted(
+        [
+            "[0/127.0.0.1 r0-3 l0-3 worker] epoch 1 done",
+            "[0/127.0.0.1 r0-1,3 l0-1,3 worker] not rank 2",
+        ]
+        + [f"[0/127.0.0.1 r{r} l{r} worker] rank {r}" for r in range(4)]
+    )
+
+
+def test_dedup_with_a_prefix_template_names_each_node_under_simulate(tmp_path: Path) -> None:
+    args = ["simulate", "--nodes", "2", "--nproc-per-node", "2", "--platform", "octopus"]
+    args += ["--framework", "torch_ddp", "--log-dir", str(tmp_path / "logs"), "--console-dedup"]
+    args += ["--console-prefix", TEMPLATE, "--", *command(tmp_path, 4)]
+    result = run_cli(args, cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    ranks = [line for line in result.stdout.splitlines() if "malaunch: " not in line]
+    # Each node folds its own ranks' lines; simulate puts [node K] before each node's output.
+    assert sorted(ranks) == sorted(
+        [
+            "[node 0] [0/127.0.0.1 r0-1 l0-1 worker] epoch 1 done",
+            "[node 0] [0/127.0.0.1 r0 l0 worker] rank 0",
+            "[node 0] [0/127.0.0.1 r1 l1 worker] rank 1",
+            "[node 0] [0/127.0.0.1 r0-1 l0-1 worker] not rank 2",
+            "[node 1] [1/127.0.0.2 r2-3 l0-1 worker] epoch 1 done",
+            "[node 1] [1/127.0.0.2 r2 l0 worker] rank 2",
+            "[node 1] [1/127.0.0.2 r3 l1 worker] rank 3",
+            "[node 1] [1/127.0.0.2 r3 l1 worker] not rank 2",
+        ]
+    )
 
 
 def test_prefix_template_carries_node_host_rank_and_role(tmp_path: Path) -> None:

@@ -151,7 +151,9 @@ def core_options() -> List[click.Parameter]:
         click.Option(
             ["--console-dedup"],
             is_flag=True,
-            help="Print identical lines of many ranks once, as [ranks 0-7] (logs keep all).",
+            help="Print identical lines of many ranks once, as [ranks 0-7] (logs keep all); "
+            "with --console-prefix, its template with the fields that differ between those "
+            "ranks as spans (0-7) or *.",
         ),
         click.Option(
             ["--tail-lines"],

@@ -21,7 +21,7 @@ from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
 from malaunch.supervisor.attempt import Attempt, describe_failure
 from malaunch.supervisor.containment import Containment
-from malaunch.supervisor.dedup import Deduper, DedupRelay
+from malaunch.supervisor.dedup import Deduper, DedupRelay, member
 from malaunch.supervisor.group import Group
 from malaunch.supervisor.link import JobLink
 from malaunch.supervisor.options import SuperviseOptions
@@ -31,7 +31,6 @@ from malaunch.supervisor.output import (
     LineRelay,
     RankSelection,
     console_prefix,
-    describe,
 )
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
@@ -74,7 +73,9 @@ class NodeRun:
         self.link = JobLink(self.loop, options, plan.topology, self.node, self._on_command)
         self.containment = containment
         self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall())
-        self.deduper = Deduper(self.loop, console) if options.console_dedup else None
+        self.deduper = (
+            Deduper(self.loop, console, options.console_prefix) if options.console_dedup else None
+        )
 
     # -- the whole run --------------------------------------------------------------------
 
@@ -216,15 +217,11 @@ class NodeRun:
 
     def _relay(self, spec: ProcessSpec) -> LineRelay:
         """What copies a process's lines to the console (through the deduper with dedup)."""
-        if self.deduper is not None:
-            label = describe(spec)
-            key = (0, spec.rank, "") if spec.rank is not None else (1, 0, label)
-            return DedupRelay((key, label), self.deduper)
         topology = self.plan.topology
-        prefix = console_prefix(
-            spec, self.options.console_prefix, node=topology.node_rank, host=topology.this_node.host
-        )
-        return LineRelay(prefix, self.console)
+        fields = {"node": topology.node_rank, "host": topology.this_node.host}
+        if self.deduper is not None:
+            return DedupRelay(member(spec, self.options.console_prefix, **fields), self.deduper)
+        return LineRelay(console_prefix(spec, self.options.console_prefix, **fields), self.console)
 
     def _extra_env(self) -> Dict[str, str]:
         hang = self.options.hang

@@ -10,7 +10,7 @@ launcher the bottleneck of a chatty job.
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
@@ -59,13 +59,17 @@ def console_prefix(spec: ProcessSpec, template: Optional[str] = None, **fields: 
     ``host``, ``rank``, ``local_rank`` and ``role`` (``-`` for a missing rank)."""
     if template is None:
         return f"[{describe(spec)}] ".encode()
-    values = {
+    return template.format(**prefix_values(spec, **fields)).encode()
+
+
+def prefix_values(spec: ProcessSpec, **fields: object) -> Dict[str, object]:
+    """A process's values of the ``--console-prefix`` fields (``-`` for a missing rank)."""
+    return {
         "rank": "-" if spec.rank is None else spec.rank,
         "local_rank": "-" if spec.local_rank is None else spec.local_rank,
         "role": spec.role,
         **fields,
     }
-    return template.format(**values).encode()
 
 
 def check_prefix_template(template: str) -> str:

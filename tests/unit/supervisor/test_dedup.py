@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import List, Optional
 
 from malaunch.events import Clock, EventLoop
-from malaunch.supervisor.dedup import WINDOW, Deduper, DedupRelay
+from malaunch.models import ProcessSpec
+from malaunch.supervisor.dedup import WINDOW, Deduper, DedupRelay, member
+
+TEMPLATE = "[{node}/{host} r{rank} l{local_rank} {role}] "
 
 
 class StepClock(Clock):
@@ -23,9 +26,21 @@ class StepClock(Clock):
         return 0.0
 
 
-def relays(loop: EventLoop, out: List[bytes], ranks: int) -> List[DedupRelay]:
-    deduper = Deduper(loop, out.append)
-    return [DedupRelay(((0, rank, ""), f"rank {rank}"), deduper) for rank in range(ranks)]
+def spec(role: str, rank: Optional[int], local_rank: Optional[int]) -> ProcessSpec:
+    return ProcessSpec(role=role, rank=rank, local_rank=local_rank, argv=("x",), cwd=".",
+                       log_file="x.log")  # fmt: skip
+
+
+def relay(deduper: Deduper, process: ProcessSpec, node: int = 0) -> DedupRelay:
+    fields = {"node": node, "host": f"10.0.0.{node + 1}"}
+    return DedupRelay(member(process, deduper.template, **fields), deduper)
+
+
+def relays(
+    loop: EventLoop, out: List[bytes], ranks: int, template: Optional[str] = None
+) -> List[DedupRelay]:
+    deduper = Deduper(loop, out.append, template)
+    return [relay(deduper, spec("worker", rank, rank)) for rank in range(ranks)]
 
 
 def test_identical_lines_of_many_ranks_print_once() -> None:
@@ -77,7 +92,56 @@ def test_services_are_named_beside_the_ranks() -> None:
     loop = EventLoop(StepClock())
     out: List[bytes] = []
     deduper = Deduper(loop, out.append)
-    DedupRelay(((1, 0, "ps 0"), "ps 0"), deduper).feed(b"ready\n")
-    DedupRelay(((0, 2, ""), "rank 2"), deduper).feed(b"ready\n")
+    relay(deduper, spec("ps", None, 0)).feed(b"ready\n")
+    relay(deduper, spec("worker", 2, 2)).feed(b"ready\n")
     loop.run_once()
     assert out == [b"[rank 2, ps 0] ready\n"]
+
+
+def test_with_a_template_a_single_ranks_line_carries_its_own_prefix() -> None:
+    loop = EventLoop(StepClock())
+    out: List[bytes] = []
+    ranks = relays(loop, out, 2, TEMPLATE)
+    ranks[1].feed(b"only me\n")
+    ranks[0].feed(b"=====\n=====\n")  # repeated by one rank: not folded into itself
+    loop.run_once()
+    assert out == [
+        b"[0/10.0.0.1 r1 l1 worker] only me\n"
+        b"[0/10.0.0.1 r0 l0 worker] =====\n"
+        b"[0/10.0.0.1 r0 l0 worker] =====\n"
+    ]
+
+
+def test_a_folded_lines_template_shows_spans_of_the_fields_that_differ() -> None:
+    loop = EventLoop(StepClock())
+    out: List[bytes] = []
+    ranks = relays(loop, out, 6, TEMPLATE)
+    for rank in (0, 1, 2, 4, 5):
+        ranks[rank].feed(b"a\n")
+    loop.run_once()
+    assert out == [b"[0/10.0.0.1 r0-2,4-5 l0-2,4-5 worker] a\n"]
+
+
+def test_a_folded_lines_template_shows_a_star_for_differing_text_or_missing_ranks() -> None:
+    loop = EventLoop(StepClock())
+    out: List[bytes] = []
+    deduper = Deduper(loop, out.append, TEMPLATE)
+    relay(deduper, spec("chief", 0, 0)).feed(b"ready\n")
+    relay(deduper, spec("worker", 1, 1)).feed(b"ready\n")
+    relay(deduper, spec("ps", None, 0)).feed(b"ready\n")
+    relay(deduper, spec("ps", None, 1)).feed(b"ready\n")
+    relay(deduper, spec("ps", None, 0)).feed(b"up\n")
+    relay(deduper, spec("ps", None, 1)).feed(b"up\n")
+    loop.run_once()
+    assert out == [b"[0/10.0.0.1 r* l0-1 *] ready\n[0/10.0.0.1 r- l0-1 ps] up\n"]
+
+
+def test_the_same_fold_in_the_next_window_gets_the_same_prefix() -> None:
+    loop = EventLoop(StepClock())
+    out: List[bytes] = []
+    ranks = relays(loop, out, 3, "<{rank}> ")
+    for step in range(2):
+        for one in ranks:
+            one.feed(b"step %d\n" % step)
+        loop.run_once()
+    assert out == [b"<0-2> step 0\n", b"<0-2> step 1\n"]
