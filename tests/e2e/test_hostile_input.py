@@ -277,6 +277,16 @@ SIMULATE_OPTIONS = (
     ("--grace-period", "nan", "nan"),
 )
 
+BAD_PREFIXES = {
+    "index": "{rank[0]}",
+    "attribute": "{host.x}",
+    "numeric-format": "{rank:d}",
+    "hex-format-of-text": "{role:x}",
+    "huge-width": "{rank:>999999999}",
+    "nested-field": "{rank:{host}}",
+    "lone-brace": "{",
+}
+
 CLI_CASES: List[Case] = [
     *(dry(f"{o}={label}", o, value) for o in DURATIONS for label, value in BAD_SECONDS.items()),
     *(dry(f"{o}={label}", o, value) for o in INTEGERS for label, value in BAD_INTEGERS.items()),
@@ -284,6 +294,10 @@ CLI_CASES: List[Case] = [
     *(run(f"--console-ranks={label}", "--console-ranks", value)
       for label, value in BAD_CONSOLE_RANKS.items()),
     run("--forward-signals=SIGKILL", "--forward-signals", "SIGKILL"),
+    # Prefix templates that formatted a sample but not every rank (70 once the ranks ran), or
+    # that reach into a field, or build a gigabyte per line.
+    *(run(f"--console-prefix={label}", "--console-prefix", value)
+      for label, value in BAD_PREFIXES.items()),
     *(dry(f"{option}={label}", option, value, framework=framework)
       for framework, option, label, value in FRAMEWORK_OPTIONS),
     # Environment twins: the line names the variable, since no option was typed.

@@ -145,8 +145,9 @@ def core_options() -> List[click.Parameter]:
             ["--console-prefix"],
             type=Checked("template", check_prefix_template),
             metavar="TEMPLATE",
-            help="Console prefix from {node}, {host}, {rank}, {local_rank}, {role}, e.g. "
-            "'[{host} {rank}] ' [default: [rank N] ]",
+            help="Console prefix from {node}, {host}, {rank}, {local_rank}, {role} (text; "
+            "a width such as {rank:>3} at most 64), e.g. '[{host} {rank}] ' "
+            "[default: [rank N] ]",
         ),
         click.Option(
             ["--console-dedup"],

@@ -27,6 +27,7 @@ from malaunch.supervisor.output import (
     LineRelay,
     console_prefix,
     describe,
+    fill_prefix,
     prefix_values,
 )
 
@@ -108,7 +109,7 @@ class Deduper:
 def _folded(members: List[Member], template: Optional[str]) -> bytes:
     """The prefix of a line several processes printed (see the module's docstring)."""
     if template is not None:
-        return template.format(**{name: _span(members, name) for name in PREFIX_FIELDS}).encode()
+        return fill_prefix(template, {name: _span(members, name) for name in PREFIX_FIELDS})
     ranks = sorted(m.key[1] for m in members if m.key[0] == 0)
     others = sorted(m.label for m in members if m.key[0] != 0)
     parts = [f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)}"] if ranks else []

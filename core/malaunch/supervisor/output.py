@@ -10,7 +10,9 @@ launcher the bottleneck of a chatty job.
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, Optional
+import re
+import string
+from typing import Callable, Dict, Mapping, Optional
 
 from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
@@ -51,6 +53,7 @@ def describe(spec: ProcessSpec) -> str:
 
 
 PREFIX_FIELDS = ("node", "host", "rank", "local_rank", "role")
+MAX_PREFIX_WIDTH = 64
 
 
 def console_prefix(spec: ProcessSpec, template: Optional[str] = None, **fields: object) -> bytes:
@@ -59,7 +62,13 @@ def console_prefix(spec: ProcessSpec, template: Optional[str] = None, **fields: 
     ``host``, ``rank``, ``local_rank`` and ``role`` (``-`` for a missing rank)."""
     if template is None:
         return f"[{describe(spec)}] ".encode()
-    return template.format(**prefix_values(spec, **fields)).encode()
+    return fill_prefix(template, prefix_values(spec, **fields))
+
+
+def fill_prefix(template: str, values: Mapping[str, object]) -> bytes:
+    """``template`` with every field as text: a checked template (:func:`check_prefix_template`)
+    then formats whatever a field holds (a rank, ``-``, a span such as ``0-3``)."""
+    return template.format(**{name: str(value) for name, value in values.items()}).encode()
 
 
 def prefix_values(spec: ProcessSpec, **fields: object) -> Dict[str, object]:
@@ -73,17 +82,38 @@ def prefix_values(spec: ProcessSpec, **fields: object) -> Dict[str, object]:
 
 
 def check_prefix_template(template: str) -> str:
-    """``--console-prefix``: only the documented fields, and a template that formats."""
-    sample = {name: 0 for name in PREFIX_FIELDS}
+    """``--console-prefix``: only the documented fields, by plain name, formatted as text with
+    a width of at most :data:`MAX_PREFIX_WIDTH` (``{rank:>4}``).
+
+    Fields are always text (a rank may be ``-``, a folded one ``0-7``), so a numeric format
+    (``{rank:d}``) is refused here rather than failing once the ranks run; attribute and index
+    access (``{host.x}``, ``{rank[0]}``) and nested fields are refused too, and a width is
+    bounded (``{rank:>999999999}`` would build a gigabyte per line).
+    """
+
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"--console-prefix {template!r}: {why}")
+
+    known = ", ".join("{" + name + "}" for name in PREFIX_FIELDS)
     try:
-        template.format(**sample)
-    except KeyError as exc:
-        known = ", ".join("{" + name + "}" for name in PREFIX_FIELDS)
-        msg = f"--console-prefix {template!r}: unknown field {{{exc.args[0]}}} (known: {known})"
-        raise UsageError(msg) from None
+        fields = [
+            (f, spec) for _, f, spec, _ in string.Formatter().parse(template) if f is not None
+        ]
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+    for field, spec in fields:
+        if field not in PREFIX_FIELDS:
+            if field.split(".")[0].split("[")[0] in PREFIX_FIELDS:
+                raise refuse(f"{{{field}}}: a field is used by its plain name ({known})")
+            raise refuse(f"unknown field {{{field}}} (known: {known})")
+        if "{" in (spec or ""):
+            raise refuse(f"{{{field}:{spec}}}: a format cannot hold another field")
+        if any(int(width) > MAX_PREFIX_WIDTH for width in re.findall(r"\d+", spec or "")):
+            raise refuse(f"{{{field}:{spec}}}: a width of at most {MAX_PREFIX_WIDTH}")
+    try:
+        fill_prefix(template, {name: "0" for name in PREFIX_FIELDS})
     except (ValueError, IndexError) as exc:
-        msg = f"--console-prefix {template!r}: {exc}"
-        raise UsageError(msg) from None
+        raise refuse(f"{exc} (fields are text: use s, <, > or ^ formats)") from None
     return template
 
 
