@@ -317,15 +317,15 @@ CLI_CASES: List[Case] = [
          says="required|missing"),
     # simulate: its own options and the launch options it passes on.
     *(simulate(f"{option}={label}", option, value) for option, label, value in SIMULATE_OPTIONS),
-    # --console-ranks and --forward-signals are checked only when processes start: a dry run
-    # takes anything, and a launch still waiting for its topology exits 69 instead of 64.
+    # --console-ranks and --forward-signals are checked while click parses: a dry run refuses
+    # them too, and a launch refuses them before it waits for its topology (64, not 69).
     dry("--console-ranks=arabic-digit-dry-run", "--console-ranks", AR[3]),
     dry("--console-ranks=0-999999999999-dry-run", "--console-ranks", "0-999999999999"),
     dry("--forward-signals=SIGKILL-dry-run", "--forward-signals", "SIGKILL"),
     waiting("--console-ranks-before-the-wait", "--console-ranks", AR[3]),
     waiting("--forward-signals-before-the-wait", "--forward-signals", "SIGSTOP"),
-    # --restart-backoff goes through float(): underscores, other scripts' digits, spaces, and
-    # durations past what sleep() takes (1e300: OverflowError at the first restart, exit 70).
+    # --restart-backoff follows the duration rules: no underscores, other scripts' digits or
+    # spaces, and at most 7 days (1e300 would overflow sleep() at the first restart).
     dry("--restart-backoff=underscore", "--restart-backoff", "1_0"),
     dry("--restart-backoff=arabic-digit", "--restart-backoff", AR[3]),
     dry("--restart-backoff=leading-space", "--restart-backoff", " 1"),
@@ -334,10 +334,10 @@ CLI_CASES: List[Case] = [
     dry("--restart-backoff=max-1e300", "--restart-backoff", "1:1e300"),
     Case("--restart-backoff=1e300-at-restart", (*RUN, "--max-restarts", "1",
          "--restart-backoff", "1e300", "--", "false"), 64, ("--restart-backoff",)),
-    # --env takes any name str.isalnum() takes: letters and digits of other scripts.
+    # --env names are ASCII: str.isalnum() would take letters and digits of other scripts.
     dry("--env=non-ascii-name", "--env", "\u00c9=1"),
     dry("--env=arabic-digit-in-name", "--env", f"A{AR[1]}=1"),
-    # An IPv6 zone (after "%") is not checked: shell syntax and spaces pass as an address.
+    # An IPv6 zone (after "%") is checked too: shell syntax and spaces are not an address.
     dry("--master-addr=ipv6-zone-shell", "--master-addr", "fe80::1%$(id)"),
     dry("--master-addr=ipv6-zone-space", "--master-addr", "[fe80::1%a b]"),
     # Values checked outside click name the option even when they came from MALAUNCH_*.
@@ -549,20 +549,21 @@ ENV_CASES: List[Case] = [
                args=("ranktable", "validate", "{tmp}/missing.json")),
     table_file("convert-dev-zero", 66, "/dev/zero",
                args=("ranktable", "convert", "/dev/zero", "{tmp}/out.json")),
-    # Slurm node names are never checked as host names.
+    # Slurm node names are checked as host names.
     source("SLURM_JOB_NODELIST=shell", "slurm",
            {"SLURM_JOB_NODELIST": "$(id),b", "SLURM_NODEID": "0"}),
     source("SLURM_JOB_NODELIST=control", "slurm",
            {"SLURM_JOB_NODELIST": "a\x01[1-2]", "SLURM_NODEID": "0"}),
     source("SLURM_JOB_NODELIST=semicolon", "slurm",
            {"SLURM_JOB_NODELIST": "n;id[1-2]", "SLURM_NODEID": "0"}),
-    # An IPv6 zone (after "%") is not checked: shell syntax, spaces, control characters pass.
+    # An IPv6 zone (after "%") is checked too: no shell syntax, spaces or control characters.
     source("VC_WORKER_HOSTS=ipv6-zone-shell", "volcano", {"VC_WORKER_HOSTS": "fe80::1%$(id),b"}),
     source("TF_PS_HOSTS=ipv6-zone-control", "tf-ps", {"TF_PS_HOSTS": "[fe80::1%\x01]:2222"}),
     source("MS_SCHED_HOST=ipv6-zone-space", "mindx", {"MS_SCHED_HOST": "fe80::1%a b"}),
-    # MS_WORKER_NUM / MS_LOCAL_WORKER is not held to MAX_NODES pods: 800,000 pods, a hang.
+    # MS_WORKER_NUM is held to MAX_WORLD_SIZE (800,000 pods would take minutes to build).
     source("MS_WORKER_NUM=6.4e6", "mindx", {"MS_WORKER_NUM": "6400000"}),
-    # Nodes and processes per node each within bounds, their product 10^9 ranks: a hang.
+    # Nodes and processes per node each within bounds, their product 10^9 ranks: refused
+    # before any is built.
     Case("PET_NNODES*PET_NPROC_PER_NODE=1e9", (*TOPOLOGY, "kubeflow"), 65,
          ("PET_NNODES", "PET_NPROC_PER_NODE", "at most 200000"),
          env={"PET_NNODES": "100000", "PET_NPROC_PER_NODE": "10000", "PET_NODE_RANK": "3",
@@ -571,9 +572,9 @@ ENV_CASES: List[Case] = [
            {"SLURM_JOB_NODELIST": "n[0-99999]", "SLURM_NTASKS_PER_NODE": "10000"}),
     source("VC_WORKER_HOSTS*MA_NUM_GPUS", "volcano",
            {"VC_WORKER_HOSTS": ",".join(f"w{i}" for i in range(21)), "MA_NUM_GPUS": "10000"}),
-    # ASCEND_VISIBLE_DEVICES may list a device twice: two processes on one NPU.
+    # ASCEND_VISIBLE_DEVICES listing a device twice would put two processes on one NPU.
     source("ASCEND_VISIBLE_DEVICES=twice", "mindx", {"ASCEND_VISIBLE_DEVICES": "0,1,2,3,4,5,6,6"}),
-    # Two tasks on one host:port: the line names the source ("tf-ps"), not the variables.
+    # Two tasks on one host:port: the line names the variables, not only the source.
     Case("tf-ps-share-names-the-variables", (*TOPOLOGY, "tf-ps"), 65,
          ("TF_PS_HOSTS", "TF_WORKER_HOSTS"), env={**TF_PS, "TF_PS_HOSTS": "w0:2222"}),
     source("tf-ps-duplicate-names-the-variable", "tf-ps", {"TF_WORKER_HOSTS": "w0:2222,w0:2222"},
@@ -679,17 +680,17 @@ JSON_CASES: List[Case] = [
     data_var("DATASET_PATH=deep-list", "DATASET_PATH", DEEP_LIST),
     data_var("DATASET_PATH=call", "DATASET_PATH", "__import__('os')"),
     data_var("DATASET_PATH=5000-digits", "DATASET_PATH", HUGE),
-    # json.loads raises ValueError past 4,300 digits: exit 70 instead of 65.
+    # A number past 4,300 digits (json.loads' limit) is malformed input, 65, not a crash.
     tf_config("TF_CONFIG=5000-digit-number", raw=HUGE),
     tf_config("TF_CONFIG=index-5000-digits", raw=raw_index(HUGE), culprit="task.index"),
     data_var("DATASET_MAP=5000-digit-number", "DATASET_MAP", '{"a": ' + HUGE + "}"),
-    # Sparse form: "1" and "01" are one task index; the second silently replaces the first.
+    # Sparse form: "1" and "01" are one task index: refused, never one replacing the other.
     tf_config("TF_CONFIG=sparse-same-index", cluster({"1": "w0:1", "01": "w1:1"},
               {"type": "worker", "index": 1}), culprit="cluster.worker"),
-    # Two tasks on one host:port: the line names the source ("tf-config"), not TF_CONFIG.
+    # Two tasks on one host:port: the line names the JSON path in TF_CONFIG.
     tf_config("TF_CONFIG=duplicate-names-the-variable", cluster(["w0:1", "w0:1"]),
               culprit="cluster.worker[1]"),
-    # ast.literal_eval raises TypeError, MemoryError, RecursionError: exit 70 instead of 65.
+    # What ast.literal_eval raises TypeError, MemoryError or RecursionError on is 65 too.
     data_var("DATASET_PATH=set-of-list", "DATASET_PATH", "{[]}"),
     data_var("DATASET_PATH=deep-unary", "DATASET_PATH", "-" * 100_000 + "1"),
     data_var("DATASET_PATH=long-sum", "DATASET_PATH", "1" + "+1" * 30_000),
@@ -1046,9 +1047,9 @@ def test_paths_stay_inside_log_and_launch_dirs(
     assert outside == []
 
 
-# Bytes that are not UTF-8 (argv and environment hold bytes; Python sees surrogates) make the
-# dry run's JSON serialiser fail: exit 70. Either print the plan (with JSON escapes, as
-# `topology --json` does) or refuse naming the culprit.
+# Bytes that are not UTF-8 (argv and environment hold bytes; Python sees surrogates): the dry
+# run prints the plan with JSON escapes, as `topology --json` does, or refuses naming the
+# culprit; never a serialiser crash.
 @pytest.mark.parametrize(
     ("args", "env", "culprit"),
     [
