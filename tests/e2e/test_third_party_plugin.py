@@ -188,3 +188,38 @@ def test_the_example_own_tests_pass_with_the_author_kit() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 passed" in proc.stdout
+
+
+BUGGY = """\
+from malaunch.api import Framework, hookimpl
+
+def plan(topology, command, options):
+    return {}["no such key"]
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="buggy", plan=plan)]
+"""
+
+
+def test_a_plugins_bug_is_exit_70_in_one_line_and_debug_shows_it(tmp_path: Path) -> None:
+    """A bug is not a worker's exit 1: one line and 70; --debug adds the traceback above the
+    same line, which then says where the traceback is."""
+    write_fake_distribution(tmp_path, "malaunch-buggy", "0.1", {"buggy": "fake_buggy"},
+                            {"fake_buggy": BUGGY})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path)})
+    args = ["--framework", "buggy", "--dry-run", "--", "true"]
+    result = run_cli(args, env=env)
+    assert (result.code, result.stdout) == (70, "")
+    assert result.stderr == (
+        "malaunch: error: internal error (KeyError: 'no such key'); rerun with --debug for the "
+        "traceback\n"
+    )
+    result = run_cli(["--debug", *args], env=env)
+    assert result.code == 70
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert "fake_buggy.py" in result.stderr
+    assert lines[-1] == (
+        "malaunch: error: internal error (KeyError: 'no such key'); the traceback is above"
+    )

@@ -104,7 +104,8 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         return _fail(click_message(exc), int(ExitCode.USAGE), debug)
     except Exception as exc:  # the boundary: a bug is exit 70, never a traceback
         what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
-        message = f"internal error ({what}); rerun with --debug for the traceback"
+        hint = "the traceback is above" if debug else "rerun with --debug for the traceback"
+        message = f"internal error ({what}); {hint}"
         return _fail(message, int(ExitCode.SOFTWARE), debug)
 
 
