@@ -33,13 +33,13 @@ def malaunch_register_topology_sources() -> List[TopologySource]:
         volcano,
         volcano_tasks,
     )
-    from malaunch.topology.ranktable import source as ranktable  # noqa: PLC0415 (as above)
+    from malaunch.topology.ranktable import source as ranktable_source  # noqa: PLC0415 (as above)
 
     return [
         TopologySource(
             name="ranktable",
-            resolve=ranktable.resolve,
-            detect=ranktable.detect,
+            resolve=ranktable_source.resolve,
+            detect=ranktable_source.detect,
             auto_order=10,
             help="HCCL rank table (RANK_TABLE_FILE[_V_1_0], /user/config/jobstart_hccl.json)",
         ),
