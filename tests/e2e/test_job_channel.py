@@ -87,6 +87,28 @@ def test_a_failure_on_one_node_stops_every_node(tmp_path: Path, count: int) -> N
     assert_nothing_left(tmp_path)
 
 
+@pytest.mark.parametrize("platform", ["modelarts", "octopus"])
+def test_print_env_commands_of_platforms_with_files_run_as_printed(
+    tmp_path: Path, platform: str
+) -> None:
+    """With --platform-dir, what --print-env prints for ModelArts (a rank table) and Octopus
+    (data directories) runs as it is: every rank of both nodes succeeds, no warning of a
+    missing path, nothing left."""
+    args = ("--platform", platform, "--framework", "torch_ddp")
+    nodes = nodes_of(tmp_path, 2, worker=["--steps", "2"], platform=args)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {0: 0, 1: 0}, output
+    assert sorted(p.name for p in (tmp_path / "out").glob("ok-*")) == [
+        f"ok-{rank}-0" for rank in range(4)
+    ]
+    assert "does not exist" not in output
+    assert "warning" not in output
+    assert_nothing_left(tmp_path)
+
+
 def test_c_parameter_server_nodes_finish_with_the_job(tmp_path: Path) -> None:
     """(c) TF PS with the ps task on a node of its own: every launcher exits 0."""
     platform = ("--platform", "tf-ps", "--num-ps", "1", "--framework", "tensorflow_ps")

@@ -122,7 +122,14 @@ def test_print_env_modelarts_gives_each_node_its_pod_ip_and_rank_table_dir(tmp_p
         assert f"--log-dir {tmp_path / 'logs' / f'node-{k}'} -- python train.py" in launcher
     port = nodes[0]["#launcher"].split("--master-port ")[1].split()[0]
     assert f"--master-port {port}" in nodes[1]["#launcher"]  # the same rendezvous everywhere
-    assert not platform_dir.exists()  # --print-env starts and creates nothing
+    # --print-env starts nothing, but with --platform-dir it puts the platform's files in
+    # place, the rank table already completed, so that the printed commands run as they are.
+    for k in range(2):
+        table = json.loads(
+            (platform_dir / f"node-{k}" / "config" / "jobstart_hccl.json").read_text()
+        )
+        assert table["status"] == "completed"
+        assert (platform_dir / f"node-{k}" / "mount").is_dir()
 
 
 def test_print_env_octopus_has_data_paths_and_worker_port(tmp_path: Path) -> None:

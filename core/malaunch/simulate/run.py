@@ -134,13 +134,18 @@ def simulation_topology(shape: JobShape, cluster: SimCluster) -> Topology:
 
 
 def render_env(
-    shape: JobShape, cluster: SimCluster, specs: List[ProcessSpec], environ: Mapping[str, str]
+    shape: JobShape,
+    cluster: SimCluster,
+    specs: List[ProcessSpec],
+    environ: Mapping[str, str],
+    written: bool = False,
 ) -> str:
     """``--print-env``: each node's environment (env-file form) and complete start command.
 
     The environment is the platform's variables plus the launcher options the user set as
     ``MALAUNCH_*`` variables (node launchers inherit those): with both, each command runs as
-    that node in a shell of its own, or on a machine of its own.
+    that node in a shell of its own, or on a machine of its own. ``written``: the platform's
+    files (directories, the completed rank table) are in place under ``--platform-dir``.
     """
     inherited = {key: value for key, value in environ.items() if key.startswith("MALAUNCH_")}
     inherited = {k: v for k, v in inherited.items() if k not in LAUNCHER_SET}
@@ -151,12 +156,26 @@ def render_env(
         lines += [f"{key}={value}" for key, value in sorted(env.items())]
         lines.append(f"# launcher: {shlex.join(spec.argv)}")
         lines.append("")
-    if cluster.rank_table is not None:
+    if written:
+        what = "the completed rank table and " if cluster.rank_table is not None else ""
+        lines.append(f"# platform files: {what}the nodes' directories, written under {shape.root}")
+    elif cluster.directories:
         lines.append(
-            f'# rank table: template 2, {{"status": "initializing"}} until completed '
-            f"after --ranktable-delay; platform files under {shape.root}"
+            "# platform files: not written; add --platform-dir DIR to create them (directories"
+            + (", the rank table" if cluster.rank_table is not None else "")
+            + ") so that these commands run as printed"
         )
     return "\n".join(lines).rstrip("\n")
+
+
+def write_platform_files(cluster: SimCluster) -> None:
+    """What the platform would have in place when the printed commands start: the nodes'
+    directories and the rank table already completed (no writer runs beside them)."""
+    for directory in cluster.directories:
+        directory.mkdir(parents=True, exist_ok=True)
+    if cluster.rank_table is not None:
+        for path in cluster.rank_table_files:
+            write_json(path, cluster.rank_table)
 
 
 def prepare(shape: JobShape, cluster: SimCluster) -> Optional[Path]:
@@ -193,7 +212,9 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
     cluster = fabricate(shape, free_ports())
     specs = node_specs(cluster, values, log_dir)
     if values["print_env"]:
-        click.echo(render_env(shape, cluster, specs, environ))
+        if given:
+            write_platform_files(cluster)
+        click.echo(render_env(shape, cluster, specs, environ, written=bool(given)))
         return 0
     # Each node launcher clears its own previous run, but nobody starts a node of a previous,
     # larger simulation that no longer exists: its node-<k> files go here.
