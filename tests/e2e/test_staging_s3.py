@@ -270,6 +270,7 @@ def test_server_stopped_in_the_middle_of_a_multipart_upload(
     s3.stop()
     uploader.join(120)
     assert failed and "s3://results/run/big.bin" in str(failed[0])
+    assert "after 3 attempts" in str(failed[0])  # retried with back-off before giving up
     s3.start()
     assert "Contents" not in s3.client().list_objects_v2(Bucket="results")
 
