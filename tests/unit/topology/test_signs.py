@@ -13,6 +13,7 @@ from malaunch.pipeline import resolve_topology
 from malaunch.plugins import PluginSet, load_plugins
 from malaunch.testing import read_env_file
 from malaunch.topology import signs
+from malaunch.topology.platform_env import without_platform_vars
 
 SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
 LOADER_ENV = {"MALAUNCH_DISABLE_PLUGINS": "mindspore,tensorflow_ps,torch_ddp"}
@@ -173,6 +174,21 @@ def test_the_advice_names_only_unread_signs_it_shows() -> None:
         "CM_WORKER_SIZE=2, ... (1 more)): name its source with --topology slurm or "
         "--topology mindx-tensorflow" + LOCAL
     )
+
+
+def test_simulate_and_the_test_kit_strip_every_sign() -> None:
+    # Both build node environments from this machine's: a sign left in would make every
+    # simulated node (or test) on an MPI or Slurm host refuse as "alone in a job".
+    env = {
+        "WORLD_SIZE": "2", "RANK": "1", "NODE_RANK": "1", "GROUP_WORLD_SIZE": "2",
+        "MA_NUM_HOSTS": "2", "OMPI_COMM_WORLD_SIZE": "2", "PMI_SIZE": "2", "PMIX_RANK": "1",
+        "SLURM_NTASKS": "2", "SLURM_NPROCS": "2", "SLURM_PROCID": "1", "SLURM_NNODES": "2",
+        "SLURM_JOB_NUM_NODES": "2", "MS_WORKER_NUM": "2", "CM_WORKER_SIZE": "2",
+        "LOCAL_RANK": "0,1", "MASTER_ADDR": "192.0.2.9", "MS_ROLE": "MS_WORKER",
+        "MS_SCHED_HOST": "192.0.2.5", "PET_NNODES": "2", "VC_WORKER_HOSTS": "a,b",
+    }  # fmt: skip
+    assert len(signs.job_signs(env, no_names)) == len(env)  # each variable above is a sign
+    assert signs.job_signs(without_platform_vars(env), no_names) == []
 
 
 def test_no_refusal_without_signs() -> None:
