@@ -568,6 +568,20 @@ ENV_CASES: List[Case] = [
          ("PET_NNODES", "PET_NPROC_PER_NODE", "at most 200000"),
          env={"PET_NNODES": "100000", "PET_NPROC_PER_NODE": "10000", "PET_NODE_RANK": "3",
               "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "23456"}),
+    # Without PET_NNODES, a WORLD_SIZE beside LOCAL_RANK counts processes: never nodes. Both
+    # values are cut in the line (5000 digits; a 5000-item list).
+    Case("kubeflow-WORLD_SIZE-beside-LOCAL_RANK", (*TOPOLOGY, "kubeflow"), 65,
+         (f"WORLD_SIZE={'9' * 40}...", "LOCAL_RANK=0,1,2,3,", "mindx-pytorch"),
+         env={"WORLD_SIZE": HUGE, "RANK": "1", "MASTER_ADDR": "10.0.0.1",
+              "LOCAL_RANK": ",".join(map(str, range(5000)))}),
+    # auto: a sign whose value is no plain count is no proof of being alone; the line cuts it.
+    Case("auto-WORLD_SIZE=5000-digits", ("topology", "--json"), 65,
+         (f"WORLD_SIZE={'9' * 40}...",), env={"WORLD_SIZE": HUGE}, says="distributed job"),
+    Case("auto-PMIX_RANK=arabic-digit", ("topology", "--json"), 65, (f"PMIX_RANK={AR[1]}",),
+         env={"PMIX_RANK": AR[1]}, says="distributed job"),
+    Case("auto-MS_SCHED_HOST=shell", ("topology", "--json"), 65,
+         ("MS_SCHED_HOST=$(id)", "--topology mindx"),
+         env={"MS_ROLE": "MS_WORKER", "MS_SCHED_HOST": "$(id)"}, says="distributed job"),
     source("SLURM_JOB_NODELIST*SLURM_NTASKS_PER_NODE=1e9", "slurm",
            {"SLURM_JOB_NODELIST": "n[0-99999]", "SLURM_NTASKS_PER_NODE": "10000"}),
     source("VC_WORKER_HOSTS*MA_NUM_GPUS", "volcano",

@@ -116,6 +116,81 @@ def test_a_distributed_job_no_source_reads_is_refused(base: Dict[str, str]) -> N
     assert (launch.code, launch.stderr) == (65, result.stderr)
 
 
+REFUSED = (
+    "malaunch: error: no topology source matched, but this environment shows a distributed job "
+)
+LOCAL = ", or run alone on purpose with --topology local\n"
+NO_SOURCE = "; name a plugin's source with --topology"
+POD_NEEDS = (
+    "as they are: kubeflow needs PET_NNODES and mindx-pytorch LOCAL_WORLD_SIZE, both taking "
+    "RANK as this node's rank"
+)
+MINDX_POD = {"RANK": "1", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "MASTER_ADDR": "192.0.2.9"}
+
+
+def torchrun_worker_unmarked() -> Dict[str, str]:
+    """What torchrun gives a worker, minus the markers of a nested launch."""
+    env = read_env_file(SHARED / "torchrun_worker_env.env")
+    return {k: v for k, v in env.items() if k not in ("TORCHELASTIC_RUN_ID", "GROUP_RANK")}
+
+
+# (id, environment, what the line says after the prefix). The torch-style ones once all named
+# kubeflow, which misreads a process count as nodes; the others once ran alone with exit 0.
+SIGNS = [
+    ("mindx-pod-without-task-id", MINDX_POD,
+     "(WORLD_SIZE=16, RANK=1, MASTER_ADDR=192.0.2.9): name its source with "
+     "--topology mindx-pytorch"),
+    ("mindx-local-rank-list", {"LOCAL_RANK": "0,1,2,3,4,5,6,7"},
+     "(LOCAL_RANK=0,1,2,3,4,5,6,7): name its source with --topology mindx-pytorch"),
+    ("bare-torch-variables", {"RANK": "1", "WORLD_SIZE": "16", "MASTER_ADDR": "192.0.2.9"},
+     "(WORLD_SIZE=16, RANK=1, MASTER_ADDR=192.0.2.9): no built-in source reads these "
+     + POD_NEEDS + NO_SOURCE),
+    ("torchrun-worker-unmarked", torchrun_worker_unmarked(),
+     "(WORLD_SIZE=16, RANK=11, GROUP_WORLD_SIZE=2, MASTER_ADDR=192.0.2.21): no built-in source "
+     "reads these as they are: with LOCAL_RANK=3 they are one process's, as another launcher "
+     "gives its workers" + NO_SOURCE),
+    ("remote-mindspore-scheduler", {"MS_ROLE": "MS_WORKER", "MS_SCHED_HOST": "192.0.2.5"},
+     "(MS_ROLE=MS_WORKER, MS_SCHED_HOST=192.0.2.5): name its source with --topology mindx"),
+    ("node-rank", {"NODE_RANK": "1"}, "(NODE_RANK=1): no built-in source reads these" + NO_SOURCE),
+    ("group-world-size", {"GROUP_WORLD_SIZE": "2"},
+     "(GROUP_WORLD_SIZE=2): no built-in source reads these" + NO_SOURCE),
+    ("slurm-procid", {"SLURM_PROCID": "3"},
+     "(SLURM_PROCID=3): name its source with --topology slurm"),
+    ("slurm-nprocs", {"SLURM_NPROCS": "4"},
+     "(SLURM_NPROCS=4): name its source with --topology slurm"),
+    ("pmix-rank", {"PMIX_RANK": "1", "PMIX_NAMESPACE": "prterun-node-1@1"},
+     "(PMIX_RANK=1): no built-in source reads these" + NO_SOURCE),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("extra", "says"), [pytest.param(e, s, id=i) for i, e, s in SIGNS])
+def test_auto_refuses_each_sign_of_a_job(
+    base: Dict[str, str], extra: Dict[str, str], says: str
+) -> None:
+    result = run_cli(["topology"], env={**base, **extra})
+    assert (result.code, result.stderr) == (65, REFUSED + says + LOCAL)
+
+
+def test_the_named_source_reads_the_job_the_refusal_saw(base: Dict[str, str]) -> None:
+    """The advice holds: mindx-pytorch reads 2 pods of 8, kubeflow refuses 16 nodes of 1."""
+    env = {**base, **MINDX_POD}
+    topo = topology_json(env, "--topology", "mindx-pytorch")
+    assert (len(topo["nodes"]), topo["node_rank"], len(ranks(topo)[1])) == (2, 1, 8)
+    result = run_cli(["topology", "--topology", "kubeflow"], env=env)
+    assert (result.code, result.stderr) == (
+        65,
+        "malaunch: error: PET_NNODES is not set, and WORLD_SIZE=16 cannot count the PyTorchJob's "
+        "nodes where LOCAL_WORLD_SIZE=8 is set (it counts processes then): set PET_NNODES, or "
+        "read a MindX AscendJob pod with --topology mindx-pytorch\n",
+    )
+    # A launch refuses alike before anything starts.
+    launch = run_cli(
+        ["--topology", "kubeflow", "--framework", "torch_ddp", "--dry-run", "--", "python", "t.py"],
+        env=env,
+    )
+    assert (launch.code, launch.stderr) == (65, result.stderr)
+
+
 def test_local_stays_available_for_users_who_mean_it(base: Dict[str, str]) -> None:
     env = {**base, "WORLD_SIZE": "8", "RANK": "1", "MASTER_ADDR": "job-master-0.job"}
     topo = topology_json(env, "--topology", "local", "--nproc-per-node", "2")

@@ -9,7 +9,8 @@ Trainer v2 (TrainJob on a JobSet): ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET
 
 The trap: ``RANK`` is a *node* rank while ``WORLD_SIZE`` counts *processes* (replicas x
 nprocPerNode) in current releases, and pods in older ones that set no ``PET_NNODES``. So the
-nodes are ``PET_NNODES`` (else, for those older operators, ``WORLD_SIZE``), this node
+nodes are ``PET_NNODES`` (else, for those older operators, ``WORLD_SIZE``, unless
+``LOCAL_WORLD_SIZE`` or ``LOCAL_RANK`` shows it counts processes: refused), this node
 ``PET_NODE_RANK`` (else ``RANK``), and processes per node ``--nproc-per-node``, else a numeric
 ``PET_NPROC_PER_NODE``, else one per visible device, else 1. Neither is passed on to processes.
 
@@ -37,6 +38,9 @@ from malaunch.topology.data import parse_data_paths
 SOURCE = "kubeflow"
 DETECT_VARS = ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT")
 ELASTIC_VARS = ("PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "PET_RDZV_ID", "PET_RDZV_CONF")
+# Set where WORLD_SIZE counts processes (MindX pods, launchers' workers), never by a PyTorchJob.
+PROCESS_COUNT_MARKERS = ("LOCAL_WORLD_SIZE", "LOCAL_RANK")
+SHOWN_VALUE = 40  # characters of a marker's value a message keeps (a LOCAL_RANK list is long)
 NPROC_WORDS = ("auto", "gpu", "cpu")  # torchrun's --nproc-per-node words: devices decide
 LOOPBACK = "127.0.0.1"
 _V1_MASTER = re.compile(r"(?P<job>.+)-master-0(?P<domain>\..+)?")
@@ -99,12 +103,44 @@ def _refuse_elastic(env: Mapping[str, str]) -> None:
 
 def _nnodes(env: Mapping[str, str]) -> int:
     """``PET_NNODES``; operators that set none counted pods in ``WORLD_SIZE``."""
-    for name in ("PET_NNODES", "WORLD_SIZE"):
-        value = envparse.read_int(env, name, minimum=1, maximum=MAX_NODES)
-        if value is not None:
-            return value
+    nnodes = envparse.read_int(env, "PET_NNODES", minimum=1, maximum=MAX_NODES)
+    if nnodes is not None:
+        return nnodes
+    if envparse.get(env, "WORLD_SIZE") is not None:
+        _refuse_process_world_size(env)
+    nnodes = envparse.read_int(env, "WORLD_SIZE", minimum=1, maximum=MAX_NODES)
+    if nnodes is not None:
+        return nnodes
     msg = "PET_NNODES is not set (nor WORLD_SIZE): cannot tell how many nodes the PyTorchJob has"
     raise TopologyError(msg)
+
+
+def _refuse_process_world_size(env: Mapping[str, str]) -> None:
+    """No pod count in ``WORLD_SIZE`` where ``LOCAL_WORLD_SIZE`` or ``LOCAL_RANK`` is set.
+
+    No PyTorchJob sets either; MindX AscendJob pods (``LOCAL_RANK`` a list) and launchers' workers
+    do, and their ``WORLD_SIZE`` counts processes: read as nodes, 16 NPUs of 2 pods would be
+    16 nodes.
+    """
+    for name in PROCESS_COUNT_MARKERS:
+        value = envparse.get(env, name)
+        if value is not None:
+            msg = (
+                f"PET_NNODES is not set, and WORLD_SIZE={_clip(env['WORLD_SIZE'])} cannot count "
+                f"the PyTorchJob's nodes where {name}={_clip(value)} is set (it counts processes "
+                "then): set PET_NNODES, or read a MindX AscendJob pod with --topology mindx-pytorch"
+            )
+            raise TopologyError(msg)
+
+
+def _clip(value: str) -> str:
+    value = value.strip()
+    return value if len(value) <= SHOWN_VALUE else value[:SHOWN_VALUE] + "..."
+
+
+def is_v1_master(host: str) -> bool:
+    """``host`` is a training-operator v1 master's Service name, ``<job>-master-0[.<domain>]``."""
+    return _V1_MASTER.fullmatch(host.strip()) is not None
 
 
 def _nnodes_name(env: Mapping[str, str]) -> str:

@@ -11,9 +11,10 @@ from typing import Dict, Iterable, Mapping
 
 # Whole families: ModelArts/Octopus (MA_, DLS_, BATCH_), Volcano (VC_, VK_), Slurm, Kubeflow's
 # torch elastic (PET_), torchrun's workers (TORCHELASTIC_), Open MPI (OMPI_), MPICH and Intel
-# MPI (PMI_).
+# MPI (PMI_), PMIx (PMIX_: Open MPI 5, srun --mpi=pmix).
 PLATFORM_PREFIXES = (
     "MA_", "VC_", "VK_", "DLS_", "BATCH_", "SLURM_", "PET_", "TORCHELASTIC_", "OMPI_", "PMI_",
+    "PMIX_",
 )  # fmt: skip
 PLATFORM_NAMES = frozenset(
     {

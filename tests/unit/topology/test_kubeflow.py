@@ -89,6 +89,54 @@ def test_older_operator_counted_pods_in_world_size() -> None:
     assert [n.host for n in topo.nodes] == ["old-master-0", "old-worker-0", "old-worker-1"]
 
 
+MINDX_POD = {"MASTER_ADDR": "10.0.0.1", "RANK": "1", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}
+
+
+@pytest.mark.parametrize(
+    ("env", "marker"),
+    [
+        # A MindX AscendJob pod without MINDX_TASK_ID: 2 pods of 8 NPUs, not 16 nodes.
+        (MINDX_POD, "LOCAL_WORLD_SIZE=8"),
+        ({**MINDX_POD, "LOCAL_RANK": "0,1,2,3,4,5,6,7"}, "LOCAL_WORLD_SIZE=8"),
+        ({"MASTER_ADDR": "10.0.0.1", "RANK": "1", "WORLD_SIZE": "16", "LOCAL_RANK": "0,1"},
+         "LOCAL_RANK=0,1"),
+        # A launcher's worker (torchrun-style): WORLD_SIZE and RANK are a process's.
+        ({"MASTER_ADDR": "10.0.0.1", "RANK": "11", "WORLD_SIZE": "16", "LOCAL_RANK": "3"},
+         "LOCAL_RANK=3"),
+    ],
+)  # fmt: skip
+def test_a_process_count_in_world_size_is_not_taken_for_nodes(
+    env: Dict[str, str], marker: str
+) -> None:
+    with pytest.raises(TopologyError) as info:
+        kubeflow.resolve(env, OPTIONS)
+    assert str(info.value) == (
+        f"PET_NNODES is not set, and WORLD_SIZE=16 cannot count the PyTorchJob's nodes where "
+        f"{marker} is set (it counts processes then): set PET_NNODES, or read a MindX AscendJob "
+        "pod with --topology mindx-pytorch"
+    )
+
+
+def test_with_pet_nnodes_local_world_size_does_not_matter() -> None:
+    # WORLD_SIZE is not read for nodes at all then (current operators set both).
+    env = pytorchjob(LOCAL_WORLD_SIZE="4", LOCAL_RANK="0,1,2,3")
+    assert kubeflow.resolve(env, OPTIONS).nnodes == 4
+
+
+def test_a_long_marker_is_cut_in_the_message() -> None:
+    local_rank = ",".join(map(str, range(64)))
+    env = {"MASTER_ADDR": "10.0.0.1", "RANK": "1", "WORLD_SIZE": "128", "LOCAL_RANK": local_rank}
+    with pytest.raises(TopologyError, match=rf"where LOCAL_RANK={local_rank[:40]}\.\.\. is set"):
+        kubeflow.resolve(env, OPTIONS)
+
+
+def test_is_v1_master() -> None:
+    assert kubeflow.is_v1_master("bert-master-0")
+    assert kubeflow.is_v1_master(" job-master-0.job ")
+    assert not kubeflow.is_v1_master("job-master-1")
+    assert not kubeflow.is_v1_master("10.0.0.1")
+
+
 def test_single_node_without_master_uses_loopback() -> None:
     topo = kubeflow.resolve({"PET_NNODES": "1"}, OPTIONS)
     assert (topo.nnodes, topo.node_rank, topo.master_addr) == (1, 0, "127.0.0.1")
