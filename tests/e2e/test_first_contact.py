@@ -3,7 +3,9 @@ of a subcommand run as a job, old node folders mixed with a new simulation."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,34 @@ def test_a_run_after_a_simulation_leaves_no_node_folder(tmp_path: Path) -> None:
     report = run_cli(["logs", str(logs)], cwd=tmp_path)
     assert report.code == 0, report.stderr
     assert report.stdout == "[node 0 rank 0] hello\n"
+
+
+def test_the_help_lists_every_tool_command() -> None:
+    result = run_cli(["--help"])
+    assert result.code == 0
+    others = result.stdout.split("Other commands", 1)[1]
+    for command in ("plugins", "topology", "ranktable validate", "ranktable convert",
+                    "ranktable generate", "simulate", "render", "logs", "report"):  # fmt: skip
+        assert f"malaunch {command}" in others, command
+
+
+def test_the_torch_extra_cannot_pull_a_cuda_build_and_brings_numpy() -> None:
+    # On a Python without the CPU wheel pip would fetch a CUDA build of several GB: the pin
+    # carries a marker, and numpy comes with it (torch warns four times without it).
+    requires = metadata.requires("malaunch") or []
+    torch = [r for r in requires if r.startswith("torch") and 'extra == "torch"' in r]
+    assert torch == ['torch==2.13.0; python_version == "3.11" and extra == "torch"']
+    assert 'numpy<2; extra == "torch"' in requires
+
+
+def test_bench_supervisor_with_a_torchrun_that_is_not_there(tmp_path: Path) -> None:
+    """A relative or missing --torchrun leaves its column out with a note, no traceback."""
+    bench = Path(__file__).parents[2] / "benchmarks" / "bench_supervisor.py"
+    args = [sys.executable, str(bench), "--torchrun", "venv/bin/torchrun", "--only", "floor"]
+    args += ["--rows", "whole command", "--reps", "1"]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (
+        "torchrun columns skipped: venv/bin/torchrun not found (--torchrun PATH)" in result.stdout
+    )

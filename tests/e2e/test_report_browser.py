@@ -7,7 +7,8 @@ exception, log links that resolve to files, no request leaving the machine, a sc
 
 playwright drives the system's chromium (``/usr/bin/chromium``); it never downloads its own
 (``playwright install`` cannot work offline). ``scripts/test.sh`` installs chromium with
-apt-get when it is missing and it runs as root; without it this test skips, saying so.
+apt-get when it is missing and it runs as root; without a browser this test skips, saying so
+(without playwright, which the test extra installs, it fails).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ sys.exit(3 if os.environ["RANK"] == "1" else 0)
 def _sync_playwright() -> Any:
     try:
         from playwright.sync_api import sync_playwright  # noqa: PLC0415 (skip when missing)
-    except ImportError:
-        pytest.skip("playwright is not installed: pip install '.[test]' (scripts/test.sh does)")
+    except ImportError:  # it is in the test extra: missing means the test kit is incomplete
+        pytest.fail("playwright is not installed: pip install '.[test]' (scripts/test.sh does)")
     if not CHROMIUM.exists():
         pytest.skip(
             f"no browser: {CHROMIUM} is missing; scripts/test.sh installs it as root "
