@@ -262,11 +262,23 @@ def test_crash_on_node_1_stops_the_job_with_its_code(tmp_path: Path) -> None:
     command = worker(tmp_path, "crash:3:7", 4)
     result = run_cli(
         simulate(tmp_path, "--nodes", "2", "--nproc-per-node", "2", "--platform", "volcano",
-                 "--framework", "torch_ddp", "--grace-period", "2", command=command),
+                 "--framework", "torch_ddp", "--grace-period", "2", "--tail-lines", "1",
+                 command=command),
     )  # fmt: skip
     assert result.code == 7, result.stderr
     report = read_summary(tmp_path / "logs")
     assert (report["first_failure"]["role"], report["first_failure"]["rank"]) == ("node", 1)
+    # The parent's failure is the failed rank's, from node 1's summary, and --tail-lines holds
+    # (not the end of node 1's console, which nests that summary's table).
+    rank_log = str(tmp_path / "logs" / "node-1" / "worker-3.log")
+    assert (report["first_failure"]["tail"], report["first_failure"]["tail_file"]) == (
+        ["rank 3 crashing"], rank_log,
+    )  # fmt: skip
+    parent = [line for line in result.stderr.splitlines() if line.startswith("malaunch:")]
+    assert parent[-2:] == [
+        f"malaunch: info: last line of {rank_log} (node 1):",
+        "malaunch: info:   | rank 3 crashing",
+    ]
     node1 = read_summary(tmp_path / "logs" / "node-1")
     assert node1["first_failure"]["rank"] == 3
     assert node1["first_failure"]["exit_code"] == 7

@@ -11,6 +11,7 @@ from malaunch.hang.watch import HangSettings
 from malaunch.job.restart import RestartPolicy
 from malaunch.job.settings import JobSettings
 from malaunch.supervisor.output import ConsoleWriter
+from malaunch.supervisor.tail import TailReader, own_log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,9 @@ class SuperviseOptions:
     (``simulate``'s node launchers stop themselves), with ``straggler_timeout`` as the safety
     net for those that do not. ``containment`` makes the launcher a child subreaper and puts
     the job in a cgroup of its own where it can (see :mod:`malaunch.supervisor.containment`).
-    ``tail_lines``: how many of the failed rank's last log lines the summary shows.
+    ``tail_lines``: how many of the failed rank's last log lines the summary shows;
+    ``tail_reader`` reads them (default: the process's own log; ``simulate`` reads the failed
+    node's summary instead, which holds its rank's tail, not the node launcher's console).
     ``console_prefix``: a template with ``{node}``, ``{host}``, ``{rank}``, ``{local_rank}``,
     ``{role}`` (None: ``[rank N]``); ``console_dedup``: fold identical lines of many ranks.
     ``finish`` runs once the last attempt's processes have ended, before the summary is
@@ -62,6 +65,7 @@ class SuperviseOptions:
     straggler_timeout: Optional[float] = None
     containment: bool = True
     tail_lines: int = 20
+    tail_reader: TailReader = own_log
     console_prefix: Optional[str] = None
     console_dedup: bool = False
     finish: Optional[FinishHook] = None

@@ -3,10 +3,10 @@
 JSON shape (a contract for platforms and tests)::
 
     {"exit_code": int, "node": int,
-     "first_failure": {process entry, "tail": [str], "exception": str | null} | null,
-                                                    # this node's own first failure, with the
-                                                    # last --tail-lines of its log and its
-                                                    # Python traceback
+     "first_failure": {process entry, "tail": [str], "exception": str | null,
+                       "tail_file": str} | null,    # this node's own first failure, with the
+                                                    # last --tail-lines of its log (tail_file)
+                                                    # and its Python traceback
      "stopped_by": {failure} | null,                # why the job stopped this node (exit 75)
      "job_failure": {failure} | null,               # the job's first failure, from node 0
      "hang": {hang record} | null,                  # --hang-timeout: rank, node, seconds
@@ -43,7 +43,7 @@ from malaunch.supervisor.options import Finished
 from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
-from malaunch.supervisor.tail import log_tail
+from malaunch.supervisor.tail import TailReader, own_log
 
 SUMMARY_FILE = "malaunch-summary.json"
 FIRST_FAILURE_MARK = "<- first failure"
@@ -74,15 +74,18 @@ def process_entry(child: Child) -> Dict[str, Any]:
     }
 
 
-def build_summary(outcomes: List[Outcome], tail_lines: int = 20) -> Dict[str, Any]:
+def build_summary(
+    outcomes: List[Outcome], tail_lines: int = 20, tail_reader: TailReader = own_log
+) -> Dict[str, Any]:
     """The summary JSON document of a run (processes of its last attempt)."""
     last = outcomes[-1]
     failure = last.first_failure
     job_failure = last.job_failure
     first = None
     if failure is not None:
-        tail, exception = log_tail(failure.spec.log_file, tail_lines)
+        tail, exception, source = tail_reader(failure.spec, tail_lines)
         first = {**process_entry(failure), "tail": tail, "exception": exception}
+        first["tail_file"] = source
     return {
         "exit_code": last.exit_code,
         "node": last.node,
@@ -149,13 +152,17 @@ def _duration(child: Child) -> str:
 
 
 def report(
-    outcomes: List[Outcome], log_dir: str, tail_lines: int = 20, finished: Optional[Finished] = None
+    outcomes: List[Outcome],
+    log_dir: str,
+    tail_lines: int = 20,
+    finished: Optional[Finished] = None,
+    tail_reader: TailReader = own_log,
 ) -> None:
     """Log the table and write the JSON file; put the failure's last lines up front.
 
     ``finished``: what the ``finish`` hook adds (data staging's ``staging`` record), and its
     error's code when the job itself succeeded."""
-    summary = build_summary(outcomes, tail_lines)
+    summary = build_summary(outcomes, tail_lines, tail_reader)
     if finished is not None:
         summary.update(finished.summary)
         if finished.error is not None and summary["exit_code"] == 0:
@@ -188,8 +195,9 @@ def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
     if not failure or not failure.get("tail"):
         return
     where = describe_failure(failure) if "kind" in failure else _process_name(failure)
-    log_file = failure.get("log_file") or "its log"
-    logger.info(f"last {len(failure['tail'])} lines of {log_file} ({where}):")
+    log_file = failure.get("tail_file") or failure.get("log_file") or "its log"
+    count = len(failure["tail"])
+    logger.info(f"last {f'{count} lines' if count > 1 else 'line'} of {log_file} ({where}):")
     for line in failure["tail"]:
         logger.info(f"  | {line}")
     if failure.get("exception") and failure["exception"] not in "\n".join(failure["tail"]):

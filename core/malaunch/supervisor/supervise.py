@@ -65,7 +65,7 @@ def supervise(
             finished = options.finish(last.launcher_signal)
         try:
             reaper.release()  # it exits while the summary is written
-            report(outcomes, options.log_dir, options.tail_lines, finished)
+            report(outcomes, options.log_dir, options.tail_lines, finished, options.tail_reader)
         finally:
             reaper.close()
     if last.launch_error is not None:

@@ -7,12 +7,25 @@ pipe), so the summary on every node can show why the job died without anyone ope
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
+
+from malaunch.models import ProcessSpec
 
 TAIL_BYTES = 64 * 1024
 MAX_LINE = 400  # characters kept of one line: a progress bar must not fill the summary
 MAX_EXCEPTION_LINES = 200
 TRACEBACK = "Traceback (most recent call last):"
+
+
+# (its last lines, its Python exception, the file they are from) of a failed process
+Tail = Tuple[List[str], Optional[str], str]
+TailReader = Callable[[ProcessSpec, int], Tail]
+
+
+def own_log(spec: ProcessSpec, count: int) -> Tail:
+    """A failed process's tail, read from its own log file (the default)."""
+    lines, exception = log_tail(spec.log_file, count)
+    return lines, exception, spec.log_file
 
 
 def log_tail(path: str, count: int) -> Tuple[List[str], Optional[str]]:
