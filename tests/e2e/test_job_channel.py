@@ -156,6 +156,15 @@ def test_e_a_failure_in_attempt_0_restarts_the_whole_job(tmp_path: Path) -> None
         f"worker-{rank}-{attempt}" for rank in range(4) for attempt in (0, 1)
     ]
     assert sorted(p.name for p in out.glob("ok-*")) == [f"ok-{rank}-1" for rank in range(4)]
+    # Node 0 hosts the rendezvous, so attempt 1 got a fresh master port, on both nodes alike:
+    # a straggler of attempt 0 can never meet attempt 1.
+    ports = {
+        attempt: {(out / f"port-{rank}-{attempt}").read_text() for rank in range(4)}
+        for attempt in (0, 1)
+    }
+    assert ports[0] == {option(nodes[0].argv, "--master-port")}, ports
+    assert len(ports[1]) == 1 and ports[1] != ports[0], ports
+    assert int(next(iter(ports[1]))) > 0
     for index in (0, 1):
         report = summary(tmp_path, index)
         assert (report["exit_code"], report["restarts"]) == (0, 1)
