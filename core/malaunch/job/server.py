@@ -3,7 +3,9 @@ their reports on, send them commands, and notice when one disappears.
 
 A connection is a *stranger* until it answers the challenge (see :mod:`malaunch.job.protocol`)
 within :data:`HANDSHAKE_TIMEOUT`; a stranger that sends anything else, or too much, is closed
-with a warning and changes nothing. At most :data:`MAX_STRANGERS` wait at once. An
+with a warning and changes nothing. At most :data:`MAX_STRANGERS` wait at once, and the
+warnings strangers cause are throttled (:mod:`malaunch.job.throttle`): a flood of connections
+gives a few lines with counts, not a line each. An
 authenticated node that closes its connection without saying ``bye``, or stays silent for
 the heartbeat timeout, is *lost*: it counts as that node failing.
 """
@@ -26,12 +28,14 @@ from malaunch.job.protocol import (
     send,
 )
 from malaunch.job.settings import JobSettings
+from malaunch.job.throttle import Throttle
 from malaunch.log import logger
 
 HANDSHAKE_TIMEOUT = 5.0
 MAX_STRANGERS = 64
 RECV_CHUNK = 65536
 MAX_WARNINGS = 5  # per peer: a babbling node must not flood the launcher's own log
+SHOWN_REJECTIONS = 5  # rejected strangers named per throttle window; the rest are counted
 
 
 @dataclasses.dataclass
@@ -67,6 +71,21 @@ class ChannelServer:
         self.strangers: Dict[int, _Connection] = {}
         self.peers: Dict[int, _Connection] = {}
         self.closed = False
+        self.turned_away = Throttle(
+            loop,
+            burst=1,
+            summary=lambda count, seconds: (
+                f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
+                f"closed {count} more in {seconds:.0f}s"
+            ),
+        )
+        self.rejections = Throttle(
+            loop,
+            burst=SHOWN_REJECTIONS,
+            summary=lambda count, seconds: (
+                f"job channel: rejected {count} more connections in {seconds:.0f}s (not shown)"
+            ),
+        )
         loop.add_reader(self.listener.fileno(), self._accept)
         self._beat = loop.call_later(settings.heartbeat_interval, self._heartbeat)
 
@@ -94,7 +113,10 @@ class ChannelServer:
             return
         where = _address(address)
         if len(self.strangers) >= MAX_STRANGERS:
-            logger.warning(f"job channel: too many unauthenticated connections; closed {where}")
+            self.turned_away.warn(
+                f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
+                f"closed {where}"
+            )
             sock.close()
             return
         sock.settimeout(SEND_TIMEOUT)
@@ -136,7 +158,7 @@ class ChannelServer:
             self.on_join(node)
 
     def _reject(self, conn: _Connection, why: str) -> None:
-        logger.warning(f"job channel: rejected a connection from {conn.address}: {why}")
+        self.rejections.warn(f"job channel: rejected a connection from {conn.address}: {why}")
         self.strangers.pop(conn.sock.fileno(), None)
         if conn.timer is not None:
             conn.timer.cancel()
@@ -232,6 +254,8 @@ class ChannelServer:
         """Stop listening and close every connection (the peers see end of file)."""
         self.closed = True
         self._beat.cancel()
+        self.turned_away.close()
+        self.rejections.close()
         for conn in [*self.strangers.values(), *self.peers.values()]:
             if conn.timer is not None:
                 conn.timer.cancel()
