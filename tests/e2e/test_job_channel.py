@@ -13,6 +13,7 @@ import json
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -85,6 +86,29 @@ def test_a_failure_on_one_node_stops_every_node(tmp_path: Path, count: int) -> N
         assert (failure["node"], failure["rank"], failure["code"]) == (1, 3, 7)
         if index != 1:
             assert report["stopped_by"] == failure
+    assert_nothing_left(tmp_path)
+
+
+@pytest.mark.parametrize("platform", ["pytorchjob", "ascendjob"])
+def test_a_on_platforms_whose_pods_know_only_the_master(tmp_path: Path, platform: str) -> None:
+    """(a) on Kubeflow (a master address of no known form) and MindX PyTorch pods: each pod
+    knows only the master's address and names the other nodes with placeholders that differ
+    from pod to pod. The channel dials the master, and the token ignores the placeholders."""
+    nodes = nodes_of(
+        tmp_path,
+        2,
+        worker=["--fail", "3:7"],
+        platform=("--platform", platform, "--framework", "torch_ddp"),
+    )
+    assert "MASTER_ADDR" in nodes[1].env and "--master-port" not in nodes[1].argv
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {0: 75, 1: 7}, output
+    assert seconds_after(tmp_path, "failed-3", launchers.ended) <= 2.0
+    failure = summary(tmp_path, 0)["stopped_by"]
+    assert (failure["node"], failure["rank"], failure["code"]) == (1, 3, 7)
     assert_nothing_left(tmp_path)
 
 
@@ -264,6 +288,71 @@ def test_node_0_says_whom_it_waits_for_then_exits_69(tmp_path: Path) -> None:
         "malaunch: error: node launchers [1, 2] never joined the job channel within "
         "--wait-timeout (is malaunch started on every node, with the same --job-port?)"
     )
+
+
+class FakeNode0:
+    """A program that took the job port before node 0's launcher: it challenges like node 0,
+    then welcomes whoever answers, without proving the token, and orders a stop."""
+
+    def __init__(self, port: int, welcome: Dict[str, Any]) -> None:
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener.settimeout(0.2)
+        self.welcome = welcome
+        self.hellos: List[Dict[str, Any]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            with conn:
+                conn.settimeout(5)
+                conn.sendall(b'{"t":"challenge","nonce":"' + b"ab" * 16 + b'","version":2}\n')
+                hello = conn.makefile("rb").readline()
+                if hello:
+                    self.hellos.append(json.loads(hello))
+                stop = {"t": "stop", "final": True, "failure": {"kind": "exit", "node": 1}}
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps(self.welcome).encode() + b"\n")
+                    conn.sendall(json.dumps(stop).encode() + b"\n")
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+@pytest.mark.parametrize(
+    "welcome",
+    [{"t": "welcome"}, {"t": "welcome", "proof": "0" * 64}],
+    ids=["no-proof", "wrong-proof"],
+)
+def test_an_impostor_on_the_job_port_is_refused(tmp_path: Path, welcome: Dict[str, Any]) -> None:
+    """Authentication is mutual: node 1 trusts nothing from a server on the job port that does
+    not prove the token; it keeps trying until --wait-timeout, then exits 69 naming it."""
+    nodes = nodes_of(tmp_path, 2, worker=["--steps", "3"], launcher=["--wait-timeout", "3"])
+    port = int(option(nodes[1].argv, "--job-port"))
+    fake = FakeNode0(port, welcome)
+    try:
+        with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+            launchers.start(1)
+            codes = launchers.wait(timeout=30)
+    finally:
+        fake.close()
+    output = launchers.output(1)
+    assert codes == {1: 69}, output
+    assert output.splitlines()[-1] == (
+        f"malaunch: error: the server at 127.0.0.1:{port} (job channel, --job-port) failed "
+        "authentication: its welcome does not prove this job's token (another program holds "
+        "the job port, or it serves another job); gave up after --wait-timeout 3s"
+    )
+    assert len(fake.hellos) >= 2  # it kept trying
+    assert all(h["t"] == "hello" and h["node"] == 1 and len(h["nonce"]) == 32 for h in fake.hellos)
+    assert recorded_pids(tmp_path / "out") == []  # no rank started on the impostor's word
 
 
 def test_a_connection_flood_costs_a_few_log_lines_and_the_job_succeeds(tmp_path: Path) -> None:

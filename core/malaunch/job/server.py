@@ -13,7 +13,6 @@ the heartbeat timeout, is *lost*: it counts as that node failing.
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import socket
 from typing import Callable, Dict, Optional, Tuple
 
@@ -24,8 +23,11 @@ from malaunch.job.protocol import (
     LineReader,
     Message,
     ProtocolError,
+    new_nonce,
+    nonce_ok,
     proof_ok,
     send,
+    welcome_proof,
 )
 from malaunch.job.settings import JobSettings
 from malaunch.job.throttle import Throttle
@@ -120,7 +122,7 @@ class ChannelServer:
             sock.close()
             return
         sock.settimeout(SEND_TIMEOUT)
-        conn = _Connection(sock, where, LineReader(), nonce=secrets.token_hex(16))
+        conn = _Connection(sock, where, LineReader(), nonce=new_nonce())
         try:
             send(sock, {"t": "challenge", "nonce": conn.nonce, "version": PROTOCOL_VERSION})
         except OSError:
@@ -137,10 +139,14 @@ class ChannelServer:
     def _hello(self, conn: _Connection, message: Message) -> None:
         node = message.get("node")
         nodes = range(1, self.settings.nnodes)
+        theirs = message.get("nonce")
         if message.get("t") != "hello" or not isinstance(node, int) or node not in nodes:
             self._reject(conn, f"expected a hello from node 1-{self.settings.nnodes - 1}")
         elif not proof_ok(self.settings.token, conn.nonce, node, message.get("proof")):
-            self._reject(conn, "wrong token (another job, or a different --job-secret)")
+            why = "another job, a node that disagrees on the job, or a different --job-secret"
+            self._reject(conn, f"wrong token ({why})")
+        elif not nonce_ok(theirs):
+            self._reject(conn, "a hello without a valid nonce to prove ourselves on")
         elif node in self.peers:
             self._reject(conn, f"node {node} has already joined")
         else:
@@ -150,7 +156,9 @@ class ChannelServer:
             conn.node, conn.last_seen = node, self.loop.now()
             self.peers[node] = conn
             try:
-                send(conn.sock, {"t": "welcome"})
+                # The node trusts nothing from us before this proof (mutual authentication).
+                welcome = {"t": "welcome", "proof": welcome_proof(self.settings.token, str(theirs))}
+                send(conn.sock, welcome)
             except OSError as exc:
                 self._drop(conn, f"cannot welcome node {node}: {exc}")
                 return
