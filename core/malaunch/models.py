@@ -87,8 +87,8 @@ class Topology(FrozenModel):
     peers_reachable: bool = Field(
         default=True,
         description="whether node launchers can reach node 0's launcher at nodes[0].host; "
-        "False where the platform gives pods no peer addresses, which leaves the job "
-        "channel off",
+        "False where nodes[0].host is a placeholder, not an address the other nodes dial, "
+        "which leaves the job channel off (other nodes' placeholders do not matter)",
     )
 
     @property

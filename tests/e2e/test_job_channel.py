@@ -8,10 +8,12 @@ job_worker.py``; every pid they record is checked to be gone at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -109,6 +111,29 @@ def test_print_env_commands_of_platforms_with_files_run_as_printed(
     assert_nothing_left(tmp_path)
 
 
+@pytest.mark.parametrize("platform", ["pytorchjob", "ascendjob"])
+def test_a_on_platforms_whose_pods_know_only_the_master(tmp_path: Path, platform: str) -> None:
+    """(a) on Kubeflow (a master address of no known form) and MindX PyTorch pods: each pod
+    knows only the master's address and names the other nodes with placeholders that differ
+    from pod to pod. The channel dials the master, and the token ignores the placeholders."""
+    nodes = nodes_of(
+        tmp_path,
+        2,
+        worker=["--fail", "3:7"],
+        platform=("--platform", platform, "--framework", "torch_ddp"),
+    )
+    assert "MASTER_ADDR" in nodes[1].env and "--master-port" not in nodes[1].argv
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {0: 75, 1: 7}, output
+    assert seconds_after(tmp_path, "failed-3", launchers.ended) <= 2.0
+    failure = summary(tmp_path, 0)["stopped_by"]
+    assert (failure["node"], failure["rank"], failure["code"]) == (1, 3, 7)
+    assert_nothing_left(tmp_path)
+
+
 def test_c_parameter_server_nodes_finish_with_the_job(tmp_path: Path) -> None:
     """(c) TF PS with the ps task on a node of its own: every launcher exits 0."""
     platform = ("--platform", "tf-ps", "--num-ps", "1", "--framework", "tensorflow_ps")
@@ -178,6 +203,15 @@ def test_e_a_failure_in_attempt_0_restarts_the_whole_job(tmp_path: Path) -> None
         f"worker-{rank}-{attempt}" for rank in range(4) for attempt in (0, 1)
     ]
     assert sorted(p.name for p in out.glob("ok-*")) == [f"ok-{rank}-1" for rank in range(4)]
+    # Node 0 hosts the rendezvous, so attempt 1 got a fresh master port, on both nodes alike:
+    # a straggler of attempt 0 can never meet attempt 1.
+    ports = {
+        attempt: {(out / f"port-{rank}-{attempt}").read_text() for rank in range(4)}
+        for attempt in (0, 1)
+    }
+    assert ports[0] == {option(nodes[0].argv, "--master-port")}, ports
+    assert len(ports[1]) == 1 and ports[1] != ports[0], ports
+    assert int(next(iter(ports[1]))) > 0
     for index in (0, 1):
         report = summary(tmp_path, index)
         assert (report["exit_code"], report["restarts"]) == (0, 1)
@@ -276,3 +310,110 @@ def test_node_0_says_whom_it_waits_for_then_exits_69(tmp_path: Path) -> None:
         "malaunch: error: node launchers [1, 2] never joined the job channel within "
         "--wait-timeout (is malaunch started on every node, with the same --job-port?)"
     )
+
+
+class FakeNode0:
+    """A program that took the job port before node 0's launcher: it challenges like node 0,
+    then welcomes whoever answers, without proving the token, and orders a stop."""
+
+    def __init__(self, port: int, welcome: Dict[str, Any]) -> None:
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener.settimeout(0.2)
+        self.welcome = welcome
+        self.hellos: List[Dict[str, Any]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            with conn:
+                conn.settimeout(5)
+                conn.sendall(b'{"t":"challenge","nonce":"' + b"ab" * 16 + b'","version":2}\n')
+                hello = conn.makefile("rb").readline()
+                if hello:
+                    self.hellos.append(json.loads(hello))
+                stop = {"t": "stop", "final": True, "failure": {"kind": "exit", "node": 1}}
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps(self.welcome).encode() + b"\n")
+                    conn.sendall(json.dumps(stop).encode() + b"\n")
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+@pytest.mark.parametrize(
+    "welcome",
+    [{"t": "welcome"}, {"t": "welcome", "proof": "0" * 64}],
+    ids=["no-proof", "wrong-proof"],
+)
+def test_an_impostor_on_the_job_port_is_refused(tmp_path: Path, welcome: Dict[str, Any]) -> None:
+    """Authentication is mutual: node 1 trusts nothing from a server on the job port that does
+    not prove the token; it keeps trying until --wait-timeout, then exits 69 naming it."""
+    nodes = nodes_of(tmp_path, 2, worker=["--steps", "3"], launcher=["--wait-timeout", "3"])
+    port = int(option(nodes[1].argv, "--job-port"))
+    fake = FakeNode0(port, welcome)
+    try:
+        with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+            launchers.start(1)
+            codes = launchers.wait(timeout=30)
+    finally:
+        fake.close()
+    output = launchers.output(1)
+    assert codes == {1: 69}, output
+    assert output.splitlines()[-1] == (
+        f"malaunch: error: the server at 127.0.0.1:{port} (job channel, --job-port) failed "
+        "authentication: its welcome does not prove this job's token (another program holds "
+        "the job port, or it serves another job); gave up after --wait-timeout 3s"
+    )
+    assert len(fake.hellos) >= 2  # it kept trying
+    assert all(h["t"] == "hello" and h["node"] == 1 and len(h["nonce"]) == 32 for h in fake.hellos)
+    assert recorded_pids(tmp_path / "out") == []  # no rank started on the impostor's word
+
+
+def test_a_connection_flood_costs_a_few_log_lines_and_the_job_succeeds(tmp_path: Path) -> None:
+    """Hundreds of silent connections, held open, while the job runs: node 0 lets at most 64
+    wait for a handshake and closes the rest. Its log gets one "too many" line per 10 s with
+    a count, and a few named rejections with a count of the others, not a line each."""
+    nodes = nodes_of(tmp_path, 2, worker=["--steps", "90"])
+    port = int(option(nodes[0].argv, "--job-port"))
+    opened: List[socket.socket] = []
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for_pids(tmp_path, 4)
+        deadline = time.monotonic() + 6.0  # past the 5 s handshake timeout of the first ones
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                opened.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            if len(opened) > 400:  # the first ones stay open: they time out unanswered
+                opened.pop(100).close()
+            time.sleep(0.005)
+        attempts = len(opened)
+        for sock in opened:
+            sock.close()
+        codes = launchers.wait(timeout=60)
+        output = launchers.output()
+    assert codes == {0: 0, 1: 0}, output
+    assert attempts >= 300
+    lines = [line for line in launchers.output(0).splitlines() if "job channel:" in line]
+    too_many = [line for line in lines if "too many unauthenticated" in line]
+    rejected = [line for line in lines if "rejected" in line]
+    assert sorted(lines) == sorted(too_many + rejected), lines
+    assert too_many[0].endswith(" closed 127.0.0.1:" + too_many[0].rsplit(":", 1)[1])
+    assert too_many[0].startswith(
+        "malaunch: warning: job channel: too many unauthenticated connections (64 waiting): "
+    )
+    counted = [int(line.split(" closed ")[1].split()[0]) for line in too_many[1:]]
+    assert 1 <= len(counted) <= 2 and sum(counted) >= 100, lines
+    # The strangers that waited 5 s unanswered: five named, then counts.
+    assert 5 <= len(rejected) <= 7, lines
+    assert rejected[0].endswith(": no handshake within 5s")
+    assert "more connections in" in rejected[5], lines
+    assert "lost node" not in output
+    assert_nothing_left(tmp_path)

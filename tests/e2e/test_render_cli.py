@@ -66,6 +66,30 @@ def test_framework_and_nproc_from_malaunch_variables_are_written_too() -> None:
     assert command_of(doc)[:5] == ["malaunch", "--framework", "mindspore", "--nproc-per-node", "8"]
 
 
+@pytest.mark.parametrize(
+    ("options", "ports"),
+    [
+        ([], [("ascendjob-port", 2222), ("malaunch-job", 2223)]),
+        (["--rendezvous-port", "29500"], [("ascendjob-port", 29500), ("malaunch-job", 29501)]),
+        (["--job-port", "31000"], [("ascendjob-port", 2222), ("malaunch-job", 31000)]),
+        (["--no-job-channel"], [("ascendjob-port", 2222)]),
+        (["--nodes", "1"], [("ascendjob-port", 2222)]),
+    ],
+)
+def test_an_ascendjob_declares_the_job_port_its_master_service_must_forward(
+    options: List[str], ports: List[Any]
+) -> None:
+    """The MindX master Service (MASTER_ADDR) forwards only the ports its pod declares: the
+    other pods reach node 0's job channel through it."""
+    (doc,) = rendered(
+        "ascendjob", "--nodes", "2", "--image", "img:1", "--framework", "torch_ddp",
+        *options, *COMMAND,
+    )  # fmt: skip
+    for spec in doc["spec"]["replicaSpecs"].values():
+        container = spec["template"]["spec"]["containers"][0]
+        assert [(p["name"], p["containerPort"]) for p in container["ports"]] == ports
+
+
 def test_ps_count_is_the_renders_own_option() -> None:
     (doc,) = rendered(
         "tfjob", "--nodes", "3", "--num-ps", "2", "--image", "img:1",

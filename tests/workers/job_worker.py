@@ -3,7 +3,8 @@
     job_worker.py OUT_DIR [--fail RANK:CODE] [--fail-attempt N] [--stall RANK]
                   [--steps N] [--step-seconds S] [--ps-forever]
 
-Each process writes its pid to OUT_DIR/<role>-<rank>-<attempt>.pid and, when it succeeds,
+Each process writes its pid to OUT_DIR/<role>-<rank>-<attempt>.pid, the rendezvous port it was
+given to OUT_DIR/port-<rank>-<attempt> (MASTER_PORT; empty when unset) and, when it succeeds,
 OUT_DIR/ok-<rank>-<attempt> holding time.time(). Ranks print one line per step and call
 ``malaunch.context.heartbeat()``. ``--fail``: that rank exits CODE after its first step (the
 time is in OUT_DIR/failed-<rank>) while the others sleep; ``--fail-attempt`` limits that to
@@ -48,6 +49,8 @@ def main() -> int:
     name = f"{role}-{ctx.rank}-{attempt}"
     with open(os.path.join(args.out, f"{name}.pid"), "w") as handle:
         handle.write(str(os.getpid()))
+    with open(os.path.join(args.out, f"port-{ctx.rank}-{attempt}"), "w") as handle:
+        handle.write(os.environ.get("MASTER_PORT", ""))
     print(f"{name} started", flush=True)
     if role == "ps":
         while True:

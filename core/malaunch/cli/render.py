@@ -142,6 +142,8 @@ def make_request(values: Mapping[str, Any], tokens: List[str]) -> RenderRequest:
         grace_period=values["grace_period"],
         platform_restarts=values["platform_restarts"],
         master_port=values["rendezvous_port"],
+        job_port=values.get("job_port"),
+        job_channel=values.get("job_channel", True),
     )
 
 

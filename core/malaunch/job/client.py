@@ -1,4 +1,5 @@
-"""The end of the job channel on nodes 1..N-1: reach node 0, prove the token, report, obey.
+"""The end of the job channel on nodes 1..N-1: reach node 0, prove the token and have node 0
+prove it in turn, report, obey.
 
 Node launchers start in any order and node 0's may come up last, so :meth:`ChannelClient.join`
 retries until ``--wait-timeout``, saying what it waits for (:mod:`malaunch.progress`). Once
@@ -20,8 +21,10 @@ from malaunch.job.protocol import (
     LineReader,
     Message,
     ProtocolError,
+    new_nonce,
     proof,
     send,
+    welcome_proof_ok,
 )
 from malaunch.job.settings import JobSettings
 from malaunch.log import logger
@@ -30,6 +33,10 @@ from malaunch.progress import Waiting
 CONNECT_TIMEOUT = 2.0
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s between attempts
 RECV_CHUNK = 65536
+
+
+class AuthenticationFailed(ProtocolError):
+    """The server on the job port answered, but did not prove it holds this job's token."""
 
 
 class ChannelClient:
@@ -62,6 +69,7 @@ class ChannelClient:
         where = f"{settings.host}:{settings.port}"
         deadline = time.monotonic() + settings.wait_timeout
         last_error = "no answer yet"
+        impostor = False  # the last answer came from a server that failed authentication
         tries = 0
         waiting = Waiting(f"node 0's launcher at {where} (job channel)")
         try:
@@ -71,8 +79,16 @@ class ChannelClient:
                     break
                 except (OSError, ProtocolError, ValueError) as exc:
                     last_error = str(exc) or type(exc).__name__
+                    impostor = isinstance(exc, AuthenticationFailed)
                 now = time.monotonic()
                 if now >= deadline:
+                    if impostor:
+                        msg = (
+                            f"the server at {where} (job channel, --job-port) failed "
+                            f"authentication: {last_error}; gave up after --wait-timeout "
+                            f"{settings.wait_timeout:g}s"
+                        )
+                        raise PeerError(msg)
                     msg = (
                         f"node 0's launcher at {where} (job channel, --job-port) did not accept "
                         f"node {settings.node_rank} within {settings.wait_timeout:g}s: {last_error}"
@@ -103,19 +119,30 @@ class ChannelClient:
             if challenge.get("t") != "challenge" or not isinstance(nonce, str):
                 msg = f"not a malaunch job channel (got {challenge.get('t')!r})"
                 raise ProtocolError(msg)
-            node = settings.node_rank
-            send(sock, {"t": "hello", "node": node, "proof": proof(settings.token, nonce, node)})
+            node, ours = settings.node_rank, new_nonce()
+            answer = proof(settings.token, nonce, node)
+            send(sock, {"t": "hello", "node": node, "proof": answer, "nonce": ours})
             try:
                 welcome = _next_message(sock, reader)
             except ConnectionError as exc:
                 msg = (
-                    "node 0 closed the connection: another job's launcher, or a "
-                    "different --job-secret"
+                    "node 0 closed the connection: another job's launcher, or the nodes "
+                    "disagree on the job (id, node count, world size, rendezvous port) or "
+                    "on --job-secret"
                 )
                 raise ProtocolError(msg) from exc
             if welcome.get("t") != "welcome":
                 msg = f"expected a welcome, got {welcome.get('t')!r}"
                 raise ProtocolError(msg)
+            # Nothing the server sent is trusted before it has proved the token in turn:
+            # whatever took the job port before node 0's launcher could bind it must not be
+            # able to stop or finish this node.
+            if not welcome_proof_ok(settings.token, ours, welcome.get("proof")):
+                msg = (
+                    "its welcome does not prove this job's token (another program holds the "
+                    "job port, or it serves another job)"
+                )
+                raise AuthenticationFailed(msg)
             self.reader = reader
             return sock
         except BaseException:

@@ -5,11 +5,13 @@ Every message is one JSON object on one line (UTF-8, ``\\n``-terminated) with it
 closed); a line that is not a JSON object is dropped with a warning. Nothing here does I/O
 beyond the socket calls of :class:`LineReader` and :func:`send`.
 
-Authentication: node 0 sends a random nonce; a node proves it knows the job's token by
-answering HMAC-SHA256(token, nonce + node index). The token is derived by every node from
-what the job shares (job id, hosts, rendezvous address, job port, and ``--job-secret`` when
-given), so a launcher of another job, a port scanner or a stray ``nc`` cannot stop this job,
-and the token itself never crosses the wire.
+Authentication is mutual. Node 0 sends a random nonce; a node proves it knows the job's
+token by answering HMAC-SHA256(token, nonce + node index), with a random nonce of its own;
+node 0's ``welcome`` proves the token over that nonce in turn, and a node trusts no command
+before it has checked that proof. The token is derived by every node from what the job shares
+(see :func:`malaunch.job.settings.job_identity`, the job port and ``--job-secret``), so a
+launcher of another job, a port scanner or a stray ``nc`` cannot stop this job, a program that
+took the job port first cannot pose as node 0, and the token itself never crosses the wire.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import socket
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: mutual authentication (the welcome proves the token)
 MAX_MESSAGE = 64 * 1024  # bytes per line; the largest real message (stack signatures) is ~10 KiB
+MAX_NONCE = 128  # hex digits
 SEND_TIMEOUT = 5.0  # a peer that does not take a small message in this time is gone
 
 Message = Dict[str, Any]
@@ -31,19 +35,29 @@ class ProtocolError(Exception):
     """The peer broke the protocol badly enough that the connection must close."""
 
 
-def derive_token(
-    job_id: Optional[str],
-    hosts: Sequence[str],
-    master: str,
-    port: int,
-    secret: str = "",
-) -> bytes:
-    """The job's shared key: the same on every node of one job, different for another job."""
+def derive_token(identity: Sequence[object], port: int, secret: str = "") -> bytes:
+    """The job's shared key: the same on every node of one job, different for another job.
+
+    ``identity`` is what every node of the job sees alike (JSON values only).
+    """
     material = json.dumps(
-        ["malaunch-job", PROTOCOL_VERSION, job_id, list(hosts), master, port, secret],
+        ["malaunch-job", PROTOCOL_VERSION, list(identity), port, secret],
         separators=(",", ":"),
     )
     return hashlib.sha256(material.encode()).digest()
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def nonce_ok(nonce: object) -> bool:
+    """A nonce as a peer may send it: a short hex string (nothing else is ever hashed)."""
+    return (
+        isinstance(nonce, str)
+        and 16 <= len(nonce) <= MAX_NONCE
+        and all(c in "0123456789abcdef" for c in nonce)
+    )
 
 
 def proof(token: bytes, nonce: str, node: int) -> str:
@@ -52,10 +66,25 @@ def proof(token: bytes, nonce: str, node: int) -> str:
 
 
 def proof_ok(token: bytes, nonce: str, node: int, answer: object) -> bool:
+    return _same(proof(token, nonce, node), answer)
+
+
+def welcome_proof(token: bytes, nonce: str) -> str:
+    """What node 0 answers to a node's ``nonce``. The message ends in ``welcome``, which no
+    node's answer (ending in its index) can: a program posing as node 0 cannot get a node to
+    compute it by sending that node's nonce back as a challenge."""
+    return hmac.new(token, f"{nonce}:welcome".encode(), hashlib.sha256).hexdigest()
+
+
+def welcome_proof_ok(token: bytes, nonce: str, answer: object) -> bool:
+    return _same(welcome_proof(token, nonce), answer)
+
+
+def _same(expected: str, answer: object) -> bool:
     # compare_digest refuses non-ASCII str: a stranger's answer must not raise.
     if not isinstance(answer, str) or not answer.isascii():
         return False
-    return hmac.compare_digest(proof(token, nonce, node), answer)
+    return hmac.compare_digest(expected, answer)
 
 
 def encode(message: Message) -> bytes:

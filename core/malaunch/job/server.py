@@ -3,7 +3,9 @@ their reports on, send them commands, and notice when one disappears.
 
 A connection is a *stranger* until it answers the challenge (see :mod:`malaunch.job.protocol`)
 within :data:`HANDSHAKE_TIMEOUT`; a stranger that sends anything else, or too much, is closed
-with a warning and changes nothing. At most :data:`MAX_STRANGERS` wait at once. An
+with a warning and changes nothing. At most :data:`MAX_STRANGERS` wait at once, and the
+warnings strangers cause are throttled (:mod:`malaunch.job.throttle`): a flood of connections
+gives a few lines with counts, not a line each. An
 authenticated node that closes its connection without saying ``bye``, or stays silent for
 the heartbeat timeout, is *lost*: it counts as that node failing.
 """
@@ -11,7 +13,6 @@ the heartbeat timeout, is *lost*: it counts as that node failing.
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import socket
 from typing import Callable, Dict, Optional, Tuple
 
@@ -22,16 +23,21 @@ from malaunch.job.protocol import (
     LineReader,
     Message,
     ProtocolError,
+    new_nonce,
+    nonce_ok,
     proof_ok,
     send,
+    welcome_proof,
 )
 from malaunch.job.settings import JobSettings
+from malaunch.job.throttle import Throttle
 from malaunch.log import logger
 
 HANDSHAKE_TIMEOUT = 5.0
 MAX_STRANGERS = 64
 RECV_CHUNK = 65536
 MAX_WARNINGS = 5  # per peer: a babbling node must not flood the launcher's own log
+SHOWN_REJECTIONS = 5  # rejected strangers named per throttle window; the rest are counted
 
 
 @dataclasses.dataclass
@@ -67,6 +73,21 @@ class ChannelServer:
         self.strangers: Dict[int, _Connection] = {}
         self.peers: Dict[int, _Connection] = {}
         self.closed = False
+        self.turned_away = Throttle(
+            loop,
+            burst=1,
+            summary=lambda count, seconds: (
+                f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
+                f"closed {count} more in {seconds:.0f}s"
+            ),
+        )
+        self.rejections = Throttle(
+            loop,
+            burst=SHOWN_REJECTIONS,
+            summary=lambda count, seconds: (
+                f"job channel: rejected {count} more connections in {seconds:.0f}s (not shown)"
+            ),
+        )
         loop.add_reader(self.listener.fileno(), self._accept)
         self._beat = loop.call_later(settings.heartbeat_interval, self._heartbeat)
 
@@ -94,11 +115,14 @@ class ChannelServer:
             return
         where = _address(address)
         if len(self.strangers) >= MAX_STRANGERS:
-            logger.warning(f"job channel: too many unauthenticated connections; closed {where}")
+            self.turned_away.warn(
+                f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
+                f"closed {where}"
+            )
             sock.close()
             return
         sock.settimeout(SEND_TIMEOUT)
-        conn = _Connection(sock, where, LineReader(), nonce=secrets.token_hex(16))
+        conn = _Connection(sock, where, LineReader(), nonce=new_nonce())
         try:
             send(sock, {"t": "challenge", "nonce": conn.nonce, "version": PROTOCOL_VERSION})
         except OSError:
@@ -115,10 +139,14 @@ class ChannelServer:
     def _hello(self, conn: _Connection, message: Message) -> None:
         node = message.get("node")
         nodes = range(1, self.settings.nnodes)
+        theirs = message.get("nonce")
         if message.get("t") != "hello" or not isinstance(node, int) or node not in nodes:
             self._reject(conn, f"expected a hello from node 1-{self.settings.nnodes - 1}")
         elif not proof_ok(self.settings.token, conn.nonce, node, message.get("proof")):
-            self._reject(conn, "wrong token (another job, or a different --job-secret)")
+            why = "another job, a node that disagrees on the job, or a different --job-secret"
+            self._reject(conn, f"wrong token ({why})")
+        elif not nonce_ok(theirs):
+            self._reject(conn, "a hello without a valid nonce to prove ourselves on")
         elif node in self.peers:
             self._reject(conn, f"node {node} has already joined")
         else:
@@ -128,7 +156,9 @@ class ChannelServer:
             conn.node, conn.last_seen = node, self.loop.now()
             self.peers[node] = conn
             try:
-                send(conn.sock, {"t": "welcome"})
+                # The node trusts nothing from us before this proof (mutual authentication).
+                welcome = {"t": "welcome", "proof": welcome_proof(self.settings.token, str(theirs))}
+                send(conn.sock, welcome)
             except OSError as exc:
                 self._drop(conn, f"cannot welcome node {node}: {exc}")
                 return
@@ -136,7 +166,7 @@ class ChannelServer:
             self.on_join(node)
 
     def _reject(self, conn: _Connection, why: str) -> None:
-        logger.warning(f"job channel: rejected a connection from {conn.address}: {why}")
+        self.rejections.warn(f"job channel: rejected a connection from {conn.address}: {why}")
         self.strangers.pop(conn.sock.fileno(), None)
         if conn.timer is not None:
             conn.timer.cancel()
@@ -232,6 +262,8 @@ class ChannelServer:
         """Stop listening and close every connection (the peers see end of file)."""
         self.closed = True
         self._beat.cancel()
+        self.turned_away.close()
+        self.rejections.close()
         for conn in [*self.strangers.values(), *self.peers.values()]:
             if conn.timer is not None:
                 conn.timer.cancel()

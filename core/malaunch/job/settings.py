@@ -6,6 +6,10 @@ when the topology names one (so nodes agree without coordination, and the pair i
 open in a firewall); else a port in 20000-29999 hashed from what the job shares. Node 0's
 launcher listens on every interface at that port, as rendezvous servers do; the others
 connect to node 0's address, ``nodes[0].host``.
+
+What the job shares is what every node reads alike from its platform (:func:`job_identity`),
+never the whole host list: on several platforms a pod knows only the master's address and
+names the other nodes with placeholders that differ from pod to pod.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Optional
+from typing import List, Optional
 
 from malaunch.errors import UsageError
 from malaunch.job.protocol import derive_token
@@ -57,9 +61,21 @@ def job_port(topology: Topology, requested: Optional[int]) -> int:
             )
             raise UsageError(msg)
         return topology.master_port + 1
-    identity = json.dumps([topology.job_id, [node.host for node in topology.nodes]])
+    identity = json.dumps(job_identity(topology))
     first, count = HASHED_PORTS
     return first + int(hashlib.sha256(identity.encode()).hexdigest()[:8], 16) % count
+
+
+def job_identity(topology: Topology) -> List[object]:
+    """What every node of one job reads alike: the job id, the node count, the world size and
+    the rendezvous port, and the rendezvous address where the platform gives no job id.
+
+    The address only stands in for a missing id: with one, it adds nothing, and it is not the
+    same everywhere on every platform (a MindX TensorFlow chief reads its own pod IP, the
+    workers its Service's IP).
+    """
+    master = topology.master_addr if topology.job_id is None else None
+    return [topology.job_id, topology.nnodes, topology.world_size, topology.master_port, master]
 
 
 def job_settings(
@@ -72,12 +88,11 @@ def job_settings(
     enabled: bool = True,
 ) -> Optional[JobSettings]:
     """The channel settings, or None when this job needs none (one node, or switched off, or
-    a platform whose pods cannot reach each other)."""
+    a platform whose ``nodes[0].host`` the other nodes cannot dial: ``peers_reachable``)."""
     if not enabled or topology.nnodes < 2 or not topology.peers_reachable:
         return None
     port = job_port(topology, requested_port)
-    hosts = [node.host for node in topology.nodes]
-    token = derive_token(topology.job_id, hosts, topology.master_addr, port, secret)
+    token = derive_token(job_identity(topology), port, secret)
     return JobSettings(
         node_rank=topology.node_rank,
         nnodes=topology.nnodes,

@@ -7,7 +7,9 @@ and succeeds when all workers have.
 
 - ``torch_ddp`` (label ``framework: pytorch``): a ``Master`` replica and ``Worker`` replicas;
   the operator injects ``MASTER_ADDR`` (the master Service), ``RANK`` (the pod), ``WORLD_SIZE``,
-  ``LOCAL_WORLD_SIZE``, read by the ``mindx-pytorch`` source.
+  ``LOCAL_WORLD_SIZE``, read by the ``mindx-pytorch`` source. The container also declares
+  ``malaunch-job``, the job channel's port (``--job-port``, else master port + 1): the other
+  pods dial the master through its Service, which forwards only the declared ports.
 - ``mindspore`` (label ``framework: mindspore``): a ``Scheduler`` replica (one pod, no NPU) and
   ``--nodes`` ``Worker`` replicas. The operator injects ``MS_ROLE`` (``MS_SCHED`` /
   ``MS_WORKER``), ``MS_SCHED_HOST`` (the scheduler's pod IP on its own pod, its Service's IP on
@@ -24,7 +26,7 @@ MindSpore job may have no leader, and then only while its workers request at mos
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from malaunch.errors import UsageError
 from malaunch.render.crds import (
@@ -38,6 +40,7 @@ from malaunch.render.k8s import ContainerPort, K8sModel
 from malaunch.render.request import PodParts, RenderRequest, metadata, pod_template, split
 
 ASCEND_PORT = 2222  # the operator's default ascendjob-port
+MAX_PORT = 65535
 NPU = "huawei.com/Ascend910"
 RING_LABEL = {"ring-controller.atlas": "ascend-910b"}
 FRAMEWORKS = {"torch_ddp": "pytorch", "mindspore": "mindspore"}
@@ -73,6 +76,9 @@ def render(request: RenderRequest) -> List[K8sModel]:
         scheduler = PodParts(container="ascend", port=port)
         replicas = [("scheduler", 1, scheduler), ("worker", request.nodes, worker)]
     else:
+        channel = _job_channel_port(request, port.container_port)
+        if channel is not None:
+            worker = dataclasses.replace(worker, more_ports=(channel,))
         replicas = [(task, pods, worker) for task, pods in split(request.nodes)]
     specs: Dict[str, ReplicaSpec] = {
         task.capitalize(): ReplicaSpec(
@@ -85,3 +91,11 @@ def render(request: RenderRequest) -> List[K8sModel]:
     spec = AscendJobSpec(run_policy=AscendRunPolicy(scheduling_policy=policy), replica_specs=specs)
     labels = {"framework": label, **RING_LABEL}
     return [AscendJob(metadata=metadata(request, labels), spec=spec)]
+
+
+def _job_channel_port(request: RenderRequest, master_port: int) -> Optional[ContainerPort]:
+    """The job channel's port, where the job has one (several pods, the channel on)."""
+    port = request.job_port or master_port + 1
+    if request.nodes < 2 or not request.job_channel or port > MAX_PORT:
+        return None  # master port 65535 and no --job-port: the launcher says what to do
+    return ContainerPort(name="malaunch-job", container_port=port)

@@ -46,7 +46,9 @@ class RenderRequest:
 
     ``launcher_args`` are the malaunch options written into the container (``--framework`` and
     ``--nproc-per-node`` included); ``master_port`` replaces each platform's default
-    rendezvous port (Volcano's pytorch plugin 23456, Kubeflow 23456, MindX 2222).
+    rendezvous port (Volcano's pytorch plugin 23456, Kubeflow 23456, MindX 2222);
+    ``job_port`` and ``job_channel`` are the launcher's ``--job-port`` and
+    ``--job-channel/--no-job-channel``, for targets whose Services must list the job port.
     """
 
     target: str
@@ -64,6 +66,8 @@ class RenderRequest:
     grace_period: float = 5.0
     platform_restarts: int = 2
     master_port: Optional[int] = None
+    job_port: Optional[int] = None
+    job_channel: bool = True
 
     @property
     def job_name(self) -> str:
@@ -115,6 +119,7 @@ class PodParts:
     container: str
     accelerators: int = 0
     port: Optional[ContainerPort] = None
+    more_ports: Tuple[ContainerPort, ...] = ()
     restart_policy: Optional[str] = None
     env: Tuple[EnvVar, ...] = ()
     volumes: Tuple[Volume, ...] = ()
@@ -137,7 +142,7 @@ def pod_template(request: RenderRequest, parts: PodParts) -> PodTemplateSpec:
         image=request.image,
         command=start_command(request),
         env=parts.env or None,
-        ports=(parts.port,) if parts.port else None,
+        ports=(parts.port, *parts.more_ports) if parts.port else None,
         resources=_resources(request.accelerator, parts.accelerators),
         volume_mounts=(mount, *parts.mounts),
     )

@@ -210,7 +210,7 @@ class Attempt:
             failure = message.get("failure") or {}
             running = len(self.group.running())
             what = "restarting the job" if message.get("final") is False else "stopping"
-            logger.warning(f"{describe_failure(failure)}: {what} ({running} local processes)")
+            logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
         if not self.stopping or kind_is(message, "finish"):
             self.stopping = True
             self.group.stop(signal.SIGTERM)
@@ -267,12 +267,21 @@ def kind_is(message: Message, kind: str) -> bool:
     return message.get("t") == kind
 
 
+def _local(running: int) -> str:
+    """`` (2 local processes)``; nothing when none is left to stop."""
+    if running == 0:
+        return ""
+    return f" ({running} local process{'' if running == 1 else 'es'})"
+
+
 def describe_failure(failure: Dict[str, Any]) -> str:
     """``node 1 rank 3 exited with code 7`` and friends, for logs."""
-    node, kind = failure.get("node"), failure.get("kind")
+    node, kind, role = failure.get("node"), failure.get("kind"), failure.get("role")
     where = f"node {node}"
-    if failure.get("rank") is not None:
-        role = failure.get("role")
+    if role == "node":
+        # The simulate parent's processes are node launchers: "node 0 node 1" said nothing.
+        where = f"node {failure.get('rank')}"
+    elif failure.get("rank") is not None:
         where += f" {'rank' if role in (None, 'worker') else role} {failure.get('rank')}"
     ending = f"exited with code {failure.get('code')}"
     if failure.get("signal") and kind == "exit":

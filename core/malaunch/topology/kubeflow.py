@@ -17,8 +17,8 @@ nodes are ``PET_NNODES`` (else, for those older operators, ``WORLD_SIZE``, unles
 Peers: the operator gives every pod a headless Service, so the master's name tells the others'
 (v1 ``<job>-master-0`` -> ``<job>-worker-<i>``; v2 ``<prefix>-0-0.<domain>`` ->
 ``<prefix>-0-<i>.<domain>``), checked against this pod's ``HOSTNAME``. A master address of
-another form tells nothing about the others: they get placeholder names and the job channel
-stays off.
+another form tells nothing about the others: they get placeholder names (the job channel only
+needs the master's, node 0's, address).
 
 Elastic PyTorchJobs (``elasticPolicy``: ``PET_RDZV_*``, ``PET_NNODES=min:max``) are refused:
 malaunch starts a fixed set of nodes with fixed node ranks.
@@ -81,8 +81,8 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
         master_port=_port(env),
         job_id=envparse.job_id(env) or _job_name(master),
         data=parse_data_paths(env),
-        # Placeholder peers cannot be dialled: without real names the job channel stays off.
-        peers_reachable=hosts is not None or nnodes == 1,
+        # nodes[0] is the master, which every pod dials, placeholder peers or not.
+        peers_reachable=True,
     )
 
 

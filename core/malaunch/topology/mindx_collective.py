@@ -20,8 +20,10 @@ The traps: ``RANK`` is a *pod* rank while ``WORLD_SIZE`` counts *processes*, and
 is a list; none of them reaches a process unchanged. Nodes are ``WORLD_SIZE /
 LOCAL_WORLD_SIZE`` pods of ``LOCAL_WORLD_SIZE`` ranks (``--nproc-per-node`` overrides the
 count of this pod's processes), and this pod is node ``RANK``. A pod learns only the master's
-address (the master Service's IP), so the other nodes get placeholder names and the job channel
-stays off: the operator's own policies stop the job.
+address (the master Service's IP; a tensorflow chief its own pod IP), so the other nodes get
+placeholder names. The job channel needs only node 0's: the other nodes dial the master
+through its Service, which forwards only the ports the ``ascend`` container declares, so the
+job port (master port + 1) must be one of them (``malaunch render ascendjob`` declares it).
 """
 
 from __future__ import annotations
@@ -160,8 +162,8 @@ def resolve(names: Names, env: Mapping[str, str], options: ResolveOptions) -> To
         master_port=envparse.read_port(env, names.port),
         job_id=envparse.get(env, TASK_ID_VAR),
         data=parse_data_paths(env),
-        # Without the other pods' addresses the node launchers cannot form a job channel.
-        peers_reachable=pods == 1,
+        # Node 0 is the master, whose address every pod has: the job channel needs no other.
+        peers_reachable=True,
     )
 
 

@@ -13,24 +13,21 @@ from malaunch.job.protocol import (
     ProtocolError,
     derive_token,
     encode,
+    nonce_ok,
     parse,
     proof,
     proof_ok,
+    welcome_proof,
+    welcome_proof_ok,
 )
 
-HOSTS = ["192.0.2.11", "192.0.2.12"]
-BASE: Dict[str, Any] = {
-    "job_id": "job-1",
-    "hosts": HOSTS,
-    "master": "192.0.2.11",
-    "port": 29501,
-    "secret": "",
-}
+IDENTITY: List[object] = ["job-1", 2, 16, 29500, None]
+BASE: Dict[str, Any] = {"identity": IDENTITY, "port": 29501, "secret": ""}
 
 
 def token_of(**changes: Any) -> bytes:
     args = {**BASE, **changes}
-    return derive_token(args["job_id"], args["hosts"], args["master"], args["port"], args["secret"])
+    return derive_token(args["identity"], args["port"], args["secret"])
 
 
 # -- derive_token -------------------------------------------------------------------------
@@ -39,8 +36,8 @@ def token_of(**changes: Any) -> bytes:
 def test_token_is_the_same_for_the_same_job() -> None:
     first = token_of()
     assert first == token_of()
-    # A tuple of hosts is the same job as a list of the same hosts.
-    assert first == token_of(hosts=tuple(HOSTS))
+    # A tuple is the same identity as a list of the same values.
+    assert first == token_of(identity=tuple(IDENTITY))
     assert isinstance(first, bytes)
     assert len(first) == 32  # SHA-256
 
@@ -48,12 +45,12 @@ def test_token_is_the_same_for_the_same_job() -> None:
 @pytest.mark.parametrize(
     "changes",
     [
-        {"job_id": "job-2"},
-        {"job_id": None},
-        {"hosts": ["192.0.2.11", "192.0.2.13"]},
-        {"hosts": list(reversed(HOSTS))},
-        {"hosts": HOSTS[:1]},
-        {"master": "192.0.2.12"},
+        {"identity": ["job-2", 2, 16, 29500, None]},
+        {"identity": [None, 2, 16, 29500, None]},
+        {"identity": ["job-1", 3, 16, 29500, None]},
+        {"identity": ["job-1", 2, 8, 29500, None]},
+        {"identity": ["job-1", 2, 16, 29502, None]},
+        {"identity": ["job-1", 2, 16, 29500, "192.0.2.11"]},
         {"port": 29502},
         {"secret": "s3cret"},
     ],
@@ -64,8 +61,9 @@ def test_token_changes_with_any_input(changes: Dict[str, Any]) -> None:
 
 def test_token_does_not_confuse_fields() -> None:
     # Moving text from one field to another must not give the same material.
-    assert derive_token("a", ["b"], "c", 1) != derive_token("a,b", [], "c", 1)
-    assert derive_token(None, [], "m", 1) != derive_token("None", [], "m", 1)
+    assert derive_token(["a", "b"], 1) != derive_token(["a,b"], 1)
+    assert derive_token([None], 1) != derive_token(["None"], 1)
+    assert derive_token(["x"], 1, "") != derive_token([], 1, "x")
 
 
 # -- proof / proof_ok ---------------------------------------------------------------------
@@ -108,6 +106,49 @@ def test_non_ascii_answer_is_rejected() -> None:
     # a plain "wrong answer", not an exception out of the handshake.
     answer = json.loads('"\\u00e9"')
     assert not proof_ok(token_of(), "abc123", 1, answer)
+
+
+# -- the welcome's proof (node 0 authenticates itself) ----------------------------------
+
+
+def test_welcome_proof_is_accepted_for_its_nonce_only() -> None:
+    token = token_of()
+    answer = welcome_proof(token, "ab" * 16)
+    assert len(answer) == 64
+    assert welcome_proof_ok(token, "ab" * 16, answer)
+    assert not welcome_proof_ok(token, "cd" * 16, answer)
+    assert not welcome_proof_ok(token_of(secret="x"), "ab" * 16, answer)
+
+
+@pytest.mark.parametrize("answer", [None, "", "0" * 64, 7, json.loads('"\\u00e9"')])
+def test_a_welcome_without_the_right_proof_is_refused(answer: object) -> None:
+    assert not welcome_proof_ok(token_of(), "ab" * 16, answer)
+
+
+def test_no_node_answer_is_a_welcome_proof() -> None:
+    # A program posing as node 0 can make a node answer any challenge: sending the node's own
+    # nonce back must not give it the welcome proof for that nonce.
+    token, nonce = token_of(), "ab" * 16
+    answers = {proof(token, nonce, node) for node in range(0, 64)}
+    assert welcome_proof(token, nonce) not in answers
+
+
+@pytest.mark.parametrize(
+    ("nonce", "ok"),
+    [
+        ("0123456789abcdef", True),
+        ("f" * 128, True),
+        ("0123456789abcde", False),  # too short to be a nonce
+        ("f" * 129, False),
+        ("0123456789ABCDEF", False),
+        ("0123456789abcdeg", False),
+        (None, False),
+        (1234567890123456, False),
+        (["ab"] * 8, False),
+    ],
+)
+def test_nonce_ok(nonce: object, ok: bool) -> None:
+    assert nonce_ok(nonce) is ok
 
 
 # -- encode -------------------------------------------------------------------------------

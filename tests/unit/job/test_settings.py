@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import pytest
 
 from malaunch.errors import UsageError
 from malaunch.job.protocol import derive_token
-from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT, JobSettings, job_port, job_settings
+from malaunch.job.settings import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    JobSettings,
+    job_identity,
+    job_port,
+    job_settings,
+)
 from malaunch.models import Topology
 from malaunch.testing import make_topology
 
@@ -76,6 +82,50 @@ def test_no_channel_for_one_node() -> None:
     assert settings_of(make_topology(nodes=1, master_port=29500)) is None
 
 
+def test_job_identity_is_what_every_node_reads_alike() -> None:
+    topology = make_topology(nodes=3, nproc_per_node=4, master_port=29500, job_id="j")
+    assert job_identity(topology) == ["j", 3, 12, 29500, None]
+    # Without a job id, the rendezvous address stands in for it.
+    anonymous = make_topology(nodes=2, master_port=29500)
+    assert job_identity(anonymous) == [None, 2, 4, 29500, "192.0.2.11"]
+
+
+def test_placeholder_hosts_do_not_change_the_token() -> None:
+    """Pods that know only the master's address name the others with placeholders that differ
+    from pod to pod (kubeflow-node-1 here, this pod's own name there): the token and the port
+    must not depend on them."""
+    found = set()
+    for rank in range(3):
+        topology = make_topology(nodes=3, node_rank=rank, job_id="j")
+        hosts = ["192.0.2.11"] + [
+            f"pod-{rank}" if i == rank else f"kubeflow-node-{i}" for i in (1, 2)
+        ]
+        nodes = tuple(n.model_copy(update={"host": h}) for n, h in zip(topology.nodes, hosts))
+        topology = topology.model_copy(update={"nodes": nodes})
+        settings = settings_of(topology)
+        assert settings is not None
+        assert settings.host == "192.0.2.11"
+        found.add((settings.port, settings.token))
+    assert len(found) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"job_id": "k"},
+        {"master_port": 29600},
+        {"nodes": 4},
+        {"nproc_per_node": 3},
+    ],
+)
+def test_another_job_shape_gives_another_token(change: Dict[str, Any]) -> None:
+    base: Dict[str, Any] = {"nodes": 3, "nproc_per_node": 2, "master_port": 29500, "job_id": "j"}
+    one = settings_of(make_topology(**base), requested_port=31000)
+    other = settings_of(make_topology(**{**base, **change}), requested_port=31000)
+    assert one is not None and other is not None
+    assert one.token != other.token
+
+
 def test_no_channel_where_peers_cannot_reach_node_0() -> None:
     assert settings_of(make_topology(nodes=2, peers_reachable=False)) is None
 
@@ -88,13 +138,12 @@ def test_settings_of_a_node() -> None:
     topology = make_topology(nodes=3, node_rank=2, master_port=29500, job_id="j")
     settings = settings_of(topology, heartbeat_timeout=2.0, wait_timeout=30.0)
     assert settings is not None
-    hosts = ["192.0.2.11", "192.0.2.12", "192.0.2.13"]
     assert settings == JobSettings(
         node_rank=2,
         nnodes=3,
         host="192.0.2.11",
         port=29501,
-        token=derive_token("j", hosts, "192.0.2.11", 29501, ""),
+        token=derive_token(["j", 3, 6, 29500, None], 29501, ""),
         heartbeat_timeout=2.0,
         wait_timeout=30.0,
     )

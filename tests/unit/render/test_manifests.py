@@ -237,7 +237,11 @@ def test_ascendjob_pytorch() -> None:
     for container in containers(doc).values():
         assert container["name"] == "ascend"
         assert container["resources"]["requests"] == {"huawei.com/Ascend910": "8"}
-        assert container["ports"] == [{"name": "ascendjob-port", "containerPort": 2222}]
+        # The master Service forwards only declared ports: the job channel's is one of them.
+        assert container["ports"] == [
+            {"name": "ascendjob-port", "containerPort": 2222},
+            {"name": "malaunch-job", "containerPort": 2223},
+        ]
         assert "env" not in container
 
 

@@ -147,12 +147,14 @@ def test_single_node_without_master_uses_loopback() -> None:
     ("master", "hostname"),
     [("10.0.0.7", "bert-worker-1"), ("bert-master-0", "someone-else")],
 )
-def test_unknown_peers_get_placeholders_and_no_job_channel(master: str, hostname: str) -> None:
+def test_unknown_peers_get_placeholders_and_the_job_channel_dials_the_master(
+    master: str, hostname: str
+) -> None:
     env = pytorchjob(MASTER_ADDR=master, PET_MASTER_ADDR=master, HOSTNAME=hostname)
     topo = kubeflow.resolve(env, OPTIONS)
     assert [n.host for n in topo.nodes] == [master, "kubeflow-node-1", "kubeflow-node-2",
                                             "kubeflow-node-3"]  # fmt: skip
-    assert not topo.peers_reachable
+    assert topo.peers_reachable  # nodes[0] is the master, which every pod dials
     assert topo.master_addr == master
 
 

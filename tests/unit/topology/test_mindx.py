@@ -52,6 +52,8 @@ def test_worker_pod_1_of_2() -> None:
     assert topo.task == Task(role="worker", index=1)
     assert topo.world_size == 16
     assert topo.rank_table_file is None
+    # nodes[0] is a placeholder and the scheduler pod is no node: no job channel here.
+    assert not topo.peers_reachable
 
 
 def test_physical_ids_of_this_pod_and_indices_for_others() -> None:

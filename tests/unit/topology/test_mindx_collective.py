@@ -47,7 +47,7 @@ def test_pytorch_worker_pod_rank_is_a_pod_rank_and_world_size_counts_processes()
     assert [n.role for n in topo.nodes] == ["master", "worker"]
     assert (topo.master_addr, topo.master_port) == ("10.96.0.12", 2222)
     assert topo.job_id == TASK_ID
-    assert not topo.peers_reachable
+    assert topo.peers_reachable  # the job channel dials nodes[0], the master
 
 
 def test_pytorch_master_pod() -> None:
