@@ -417,3 +417,19 @@ def test_a_connection_flood_costs_a_few_log_lines_and_the_job_succeeds(tmp_path:
     assert "more connections in" in rejected[5], lines
     assert "lost node" not in output
     assert_nothing_left(tmp_path)
+
+
+def test_a_node_that_cannot_reach_node_0_says_why_it_may_be(tmp_path: Path) -> None:
+    """Node 1 alone: exit 69 at --wait-timeout, one error line naming the address and port,
+    the likely causes and the way to run without the channel."""
+    nodes = nodes_of(tmp_path, 2, launcher=["--wait-timeout", "3"])
+    port = option(nodes[0].argv, "--job-port")
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start(1)
+        assert launchers.wait(timeout=60) == {1: 69}
+    last = launchers.output(1).splitlines()[-1]
+    assert last.startswith(f"malaunch: error: node 0's launcher at 127.0.0.1:{port} (job ")
+    assert last.endswith(
+        f"(is malaunch running on node 0, and does every Service or firewall between the nodes "
+        f"pass port {port}? --no-job-channel runs without the channel)"
+    ), last

@@ -89,9 +89,14 @@ class ChannelClient:
                             f"{settings.wait_timeout:g}s"
                         )
                         raise PeerError(msg)
+                    # The usual causes, named: a Service in front of node 0 (MindX, some
+                    # operators) forwards only the ports its pod declares.
                     msg = (
                         f"node 0's launcher at {where} (job channel, --job-port) did not accept "
-                        f"node {settings.node_rank} within {settings.wait_timeout:g}s: {last_error}"
+                        f"node {settings.node_rank} within {settings.wait_timeout:g}s: "
+                        f"{last_error} (is malaunch running on node 0, and does every Service "
+                        f"or firewall between the nodes pass port {settings.port}? "
+                        "--no-job-channel runs without the channel)"
                     )
                     raise PeerError(msg)
                 waiting.update(last_error, settings.wait_timeout)
