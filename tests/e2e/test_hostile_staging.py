@@ -1,9 +1,10 @@
-"""Hostile ``--path-mapping`` files (issue 13): no traceback, no hang, no misread.
+"""Hostile staging files (issue 13): no traceback, no hang, no misread.
 
-Every case runs the installed ``malaunch`` on a file written to the test's directory and
-checks the documented exit code (65 malformed, 66 missing or unreadable) and the exact one
-``malaunch: error:`` line naming the file. The launches plan only (``--dry-run``): the file is
-read before anything else happens.
+``--path-mapping`` files: every case runs the installed ``malaunch`` on a file written to the
+test's directory and checks the documented exit code (65 malformed, 66 missing or unreadable)
+and the exact one ``malaunch: error:`` line naming the file. Those launches plan only
+(``--dry-run``): the file is read before anything else happens. Last, a stage-in manifest
+left damaged in the destination is as good as none.
 """
 
 from __future__ import annotations
@@ -171,3 +172,24 @@ def test_the_file_is_readable_again_once_permitted(tmp_path: Path) -> None:
     result = dry_run(tmp_path, "map.json")
     assert result.code == 0, result.stderr
     assert "obs://bucket/data" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["[" * DEEP + "]" * DEEP, '{"version": ' + HUGE + "}", "{not json"],
+    ids=["deep", "long-int", "not-json"],
+)
+def test_a_damaged_stage_in_manifest_means_transfer_again(tmp_path: Path, damage: str) -> None:
+    # The manifest lives in the destination, which a previous run, a user or a shared mount may
+    # have left in any state: it only saves transfers, so a damaged one is as good as none.
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "a.txt").write_text("staged\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / ".malaunch-stage-in.json").write_text(damage)
+    args = ["--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", "1"]
+    args += ["--stage-in", f"data={(tmp_path / 'source').as_uri()}", "--log-dir", "logs"]
+    result = run_cli([*args, "--", "cat", "data/a.txt"], cwd=tmp_path, timeout=TIMEOUT)
+    assert result.code == 0, result.stderr[:2000]
+    assert "Traceback" not in result.stderr
+    assert "staged" in result.stdout
+    assert (tmp_path / "data" / "a.txt").read_text() == "staged\n"
