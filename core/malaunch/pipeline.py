@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.errors import PluginError, TopologyError
-from malaunch.log import logger
+from malaunch.log import MAX_REPEATS, logger, shown
 from malaunch.models import (
     DataPaths,
     LaunchPlan,
@@ -60,9 +60,14 @@ def _with_data(topology: Topology, environ: Mapping[str, str]) -> Topology:
 
 def warn_about_missing_data(topology: Topology) -> None:
     """Data paths the platform named but this machine lacks: a warning, not an error, since a
-    script may create or mount them itself."""
-    for path in missing_paths(topology.data):
-        logger.warning(f"data path does not exist here: {path}")
+    script may create or mount them itself. A few are named, the rest counted: a DATASET_MAP
+    of thousands of entries must not bury the launcher's other messages."""
+    missing = missing_paths(topology.data)
+    for path in missing[:MAX_REPEATS]:
+        logger.warning(f"data path does not exist here: {shown(path)}")
+    if len(missing) > MAX_REPEATS:
+        more = len(missing) - MAX_REPEATS
+        logger.warning(f"... and {more} more data paths that do not exist here")
 
 
 def override_master(

@@ -41,7 +41,10 @@ def setup_logging(debug: bool) -> None:
 
 
 def _log_format(record: Any) -> str:
-    return f"malaunch: {record['level'].name.lower()}: {{message}}\n{{exception}}"
+    # One line per message: a value that slipped into a message unescaped cannot add a line
+    # or a terminal escape (malaunch.log.escape_controls).
+    record["extra"]["one_line"] = log.escape_controls(record["message"])
+    return f"malaunch: {record['level'].name.lower()}: {{extra[one_line]}}\n{{exception}}"
 
 
 def _wants_debug(args: Sequence[str]) -> bool:
@@ -95,7 +98,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return _run(args)
     except MalaunchError as exc:
-        return _fail(str(exc), int(exc.exit_code), debug)
+        # A newline in the launcher's own message comes from a value (a path, a variable):
+        # shown as \n, so that "a<newline>b" does not read as "a b".
+        return _fail(log.escape_controls(str(exc)), int(exc.exit_code), debug)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:
@@ -112,7 +117,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 def _fail(message: str, code: int, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    click.echo(f"malaunch: error: {_one_line(message)}", err=True)
+    click.echo(f"malaunch: error: {log.escape_controls(_one_line(message))}", err=True)
     return code
 
 

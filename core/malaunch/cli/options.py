@@ -273,7 +273,7 @@ def staging_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--path-mapping"],
-            type=click.Path(dir_okay=False),
+            type=click.Path(dir_okay=False, readable=False),  # the reader says 66, not 64
             metavar="FILE",
             help="X2MindSpore's path_mapping_config.py (read, never run), or its input and "
             "output tables as JSON or TOML.",

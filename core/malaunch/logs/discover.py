@@ -11,15 +11,17 @@ launchers' console output (``node-<k>.log``), which is not a rank log and is lef
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from malaunch.errors import MissingInputError
+from malaunch.files import read_regular
+from malaunch.jsontext import loads
 from malaunch.supervisor.runlog import MANIFEST
 
 MAX_DEPTH = 2  # a folder of simulate directories: folder / simulate dir / node-<k>
+MAX_MANIFEST = 256 * 1024 * 1024  # as malaunch report reads it: 100,000 processes is ~30 MB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +48,11 @@ class RankLog:
 
 
 def load_manifest(directory: Path) -> Optional[Dict[str, Any]]:
-    """The manifest in ``directory``, or None (missing, being replaced, or not JSON)."""
+    """The manifest in ``directory``, or None (missing, being replaced, not a regular file,
+    too large, or not JSON: also nested too deeply or holding a too-long integer)."""
     try:
-        loaded = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        loaded = loads(read_regular(directory / MANIFEST, MAX_MANIFEST).decode("utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError and jsontext's limits are ValueErrors
         return None
     return loaded if isinstance(loaded, dict) else None
 

@@ -38,6 +38,16 @@ SHM = (
 # Pod names are <job>-<task>-<index> and must stay DNS labels (63 characters at most).
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?")
 MAX_NAME = 45
+# Kubernetes' own rules (apimachinery's validation), so that a value kubectl would refuse, or
+# one that is not a name at all ('$(id)', 'a b'), is refused here with the option named.
+# A namespace is a DNS label; a Volcano queue is a cluster-scoped object, whose name is a DNS
+# subdomain; an extended resource is a qualified name: an optional DNS-subdomain prefix and '/'.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*", re.ASCII)
+_NAMESPACE = re.compile(_LABEL, re.ASCII)
+_QUALIFIED = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
+MAX_LABEL = 63
+MAX_SUBDOMAIN = 253
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +100,7 @@ def check(request: RenderRequest) -> RenderRequest:
             "letters, digits and '-'), so that <name>-<task>-<index> pod names stay valid"
         )
         raise UsageError(msg)
+    _check_kubernetes_names(request)
     if not request.image.strip() or any(c.isspace() for c in request.image):
         msg = f"--image {request.image!r}: expected an image reference without spaces"
         raise UsageError(msg)
@@ -97,6 +108,44 @@ def check(request: RenderRequest) -> RenderRequest:
         msg = "render: no command given: malaunch render TARGET ... --framework NAME -- COMMAND"
         raise UsageError(msg)
     return request
+
+
+def _check_kubernetes_names(request: RenderRequest) -> None:
+    namespace, queue, accelerator = request.namespace, request.queue, request.accelerator
+    if namespace is not None and not _is_label(namespace):
+        msg = (
+            f"--namespace {namespace!r}: expected a Kubernetes namespace: a DNS label of at "
+            f"most {MAX_LABEL} characters (lower-case letters, digits and '-')"
+        )
+        raise UsageError(msg)
+    if queue is not None and not _is_subdomain(queue):
+        msg = (
+            f"--queue {queue!r}: expected a Volcano queue name: at most {MAX_SUBDOMAIN} "
+            "characters (lower-case letters, digits, '-' and '.')"
+        )
+        raise UsageError(msg)
+    if accelerator is not None and not _is_qualified(accelerator):
+        msg = (
+            f"--accelerator {accelerator!r}: expected an extended resource name such as "
+            f"nvidia.com/gpu: an optional DNS prefix and '/', then at most {MAX_LABEL} "
+            "letters, digits, '-', '_' and '.'"
+        )
+        raise UsageError(msg)
+
+
+def _is_label(text: str) -> bool:
+    return len(text) <= MAX_LABEL and _NAMESPACE.fullmatch(text) is not None
+
+
+def _is_subdomain(text: str) -> bool:
+    return len(text) <= MAX_SUBDOMAIN and _SUBDOMAIN.fullmatch(text) is not None
+
+
+def _is_qualified(text: str) -> bool:
+    prefix, slash, name = text.rpartition("/")
+    if slash and not _is_subdomain(prefix):
+        return False
+    return len(name) <= MAX_LABEL and _QUALIFIED.fullmatch(name) is not None
 
 
 def metadata(request: RenderRequest, labels: Optional[Dict[str, str]] = None) -> ObjectMeta:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import bisect
 import datetime
-import json
 import math
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from malaunch.files import read_regular
+from malaunch.jsontext import loads
 from malaunch.log import logger
 from malaunch.supervisor.runlog import RECORD
 
@@ -25,10 +25,10 @@ LAST_MOMENT = 253402300799.0  # 9999-12-31: later (or before 1970) is not a time
 def read_json(path: Path) -> Optional[Dict[str, Any]]:
     """The JSON object in ``path``; None (and a warning unless it is absent) otherwise."""
     try:
-        loaded = json.loads(read_regular(path, MAX_JSON).decode("utf-8", "replace"))
+        loaded = loads(read_regular(path, MAX_JSON).decode("utf-8", "replace"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # jsontext's limits (depth, long integers) too
         logger.warning(f"ignoring {path}: {_reason(exc)}")
         return None
     if not isinstance(loaded, dict):

@@ -25,13 +25,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional
 
-from malaunch.files import write_atomic
+from malaunch.files import read_regular, write_atomic
+from malaunch.jsontext import loads
 from malaunch.progress import Waiting
 
 VERSION = 1
 PREFIX = ".malaunch-stage-"
 PARTIAL = ".malaunch-partial"
 SAVE_EVERY = 2.0
+MAX_MANIFEST = 256 * 1024 * 1024  # about 1.5 million files' entries
 Entry = Dict[str, Any]
 
 
@@ -58,9 +60,9 @@ class Manifest:
         self.lock = threading.Lock()
         self.saved = clock()
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return  # none yet, or unreadable: transfer everything again
+            document = loads(read_regular(path, MAX_MANIFEST).decode("utf-8"))
+        except (OSError, ValueError):  # jsontext's depth and integer limits are ValueErrors
+            return  # none yet, or unreadable, damaged, a FIFO: transfer everything again
         if isinstance(document, dict) and document.get("url") == url:
             files = document.get("files")
             if document.get("version") == VERSION and isinstance(files, dict):

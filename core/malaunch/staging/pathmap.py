@@ -20,11 +20,13 @@ from __future__ import annotations
 import ast
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Tuple, Union
 
 from malaunch.errors import MissingInputError, UsageError
 from malaunch.files import read_regular
+from malaunch.jsontext import JsonLongInteger, JsonTooDeep, loads
 from malaunch.staging.errors import MappingFileError
 from malaunch.staging.models import Mapping
 from malaunch.staging.parse import check_mapping
@@ -88,8 +90,16 @@ def _fail(file: Path, node: Union[ast.AST, None], what: str) -> NoReturn:
 def _from_python(file: Path, text: str) -> Tables:
     try:
         module = ast.parse(text, filename=str(file))
-    except SyntaxError as exc:
-        msg = f"{file}:{exc.lineno or 0}: not Python: {exc.msg}"
+    except SyntaxError as exc:  # also too many nested parentheses, a too-long integer
+        where = f"{file}:{exc.lineno}" if exc.lineno else str(file)
+        msg = f"{where}: not Python: {exc.msg}"
+        raise MappingFileError(msg) from exc
+    except (RecursionError, MemoryError, ValueError) as exc:
+        # The parser's other ways to give up: an expression nested past its stack, such as a
+        # long chain of unary minuses or of + (MemoryError, RecursionError), or a NUL byte
+        # (ValueError before Python 3.11): the file is malformed, not the launcher broken.
+        what = str(exc) if isinstance(exc, ValueError) else "nested too deeply to read"
+        msg = f"{file}: not Python: {what}"
         raise MappingFileError(msg) from exc
     found: Union[ast.expr, None] = None
     for statement in module.body:
@@ -151,16 +161,23 @@ def _string(file: Path, node: ast.AST) -> str:
 
 def _from_json(file: Path, text: str) -> Tables:
     def pairs(items: List[Tuple[str, Any]]) -> Dict[str, Any]:
-        keys = [key for key, _ in items]
-        duplicate = next((key for key in keys if keys.count(key) > 1), None)
-        if duplicate is not None:
+        document = dict(items)
+        if len(document) < len(items):  # counted once, not key by key: 60,000 keys stay fast
+            counts = Counter(key for key, _ in items)
+            duplicate = next(key for key, _ in items if counts[key] > 1)
             _fail(file, None, f"duplicate key {duplicate!r}")
-        return dict(items)
+        return document
 
     try:
-        document = json.loads(text, object_pairs_hook=pairs)
+        document = loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         msg = f"{file}:{exc.lineno}: not JSON: {exc.msg}"
+        raise MappingFileError(msg) from exc
+    except JsonTooDeep as exc:
+        msg = f"{file}: not JSON: {exc}"
+        raise MappingFileError(msg) from exc
+    except JsonLongInteger as exc:
+        msg = f"{file}: {exc}"
         raise MappingFileError(msg) from exc
     return _check_tables(file, document)
 
@@ -179,6 +196,12 @@ def _load_toml(file: Path, text: str) -> Any:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = f"{file}: not TOML: {exc}"
+        raise MappingFileError(msg) from exc
+    except RecursionError as exc:  # tomllib parses arrays and inline tables recursively
+        msg = f"{file}: not TOML: nested too deeply to read"
+        raise MappingFileError(msg) from exc
+    except ValueError as exc:  # int() past Python's digit limit: not a TOMLDecodeError
+        msg = f"{file}: not TOML: an integer too long to read"
         raise MappingFileError(msg) from exc
 
 

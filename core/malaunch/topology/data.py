@@ -95,8 +95,9 @@ def missing_paths(data: DataPaths) -> List[str]:
         data.model,
         data.result,
     ]
-    seen: List[str] = []
+    # A dict keeps the order and finds a repeat at once: DATASET_MAP may hold 50,000 paths.
+    seen: Dict[str, None] = {}
     for path in candidates:
         if path and path not in seen and not os.path.exists(path):
-            seen.append(path)
-    return seen
+            seen[path] = None
+    return list(seen)
