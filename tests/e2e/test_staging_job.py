@@ -12,6 +12,7 @@ node 0 there. A LOCAL that was never written is said.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import sys
@@ -133,8 +134,6 @@ def test_a_stage_in_longer_than_the_wait_and_heartbeat_timeouts(
 
 def tree(s3: S3Server) -> Dict[str, str]:
     """What staging_rank.py expects in ``data``: name -> sha256 of ``set0/``."""
-    import hashlib  # noqa: PLC0415
-
     client = s3.client()
     listing = client.list_objects_v2(Bucket="data", Prefix="set0/")["Contents"]
     return {
