@@ -25,7 +25,7 @@ from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.staging.models import Mapping as StageMapping
-from malaunch.staging.session import StagedRun, read_mappings
+from malaunch.staging.session import StagingStep, read_mappings
 from malaunch.supervisor.signals import parse_signal_names
 
 EPILOG = """\b
@@ -129,16 +129,15 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     check_ports(plan, job.port if job is not None else None)
     staged = None
     if mappings:
-        staged = StagedRun(
+        # Stage-in runs inside supervise(), once this node has joined the job: its failure
+        # then stops every node, and a long one does not count against --wait-timeout.
+        staged = StagingStep(
             mappings,
             os.environ,
             plan.topology,
             launch_dir=os.getcwd(),
             sync_interval=params["sync_interval"],
         )
-        stopped_by = staged.stage_in()  # before any rank starts; an error here starts nothing
-        if stopped_by is not None:
-            return ExitCode.for_signal(stopped_by)
     options = SuperviseOptions(
         log_dir=str(log_dir),
         console_ranks=params["console_ranks"],
@@ -150,6 +149,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         tail_lines=params["tail_lines"],
         console_prefix=params["console_prefix"],
         console_dedup=params["console_dedup"],
+        prepare=staged,
         finish=staged.finish if staged is not None else None,
     )
     try:

@@ -1,16 +1,22 @@
 """The job's decisions, made in one place: node 0's launcher (or the only launcher).
 
 Nodes report; the coordinator decides and tells every node, itself included, through a
-:class:`Transport`. Reports: ``failed`` (a local worker failed, or the launcher was signalled),
-``done`` (every local worker succeeded), ``hang`` (a rank was silent too long), ``stacks``
-(the ranks' stacks after a ``capture``), ``ended`` (the local group is down after a ``stop``),
-plus joins and losses from the channel. Commands: ``start`` (attempt N, maybe with a fresh
-rendezvous port), ``stop`` (final, or before a restart), ``finish`` (the job succeeded: stop
-services and exit 0), ``capture`` (dump your ranks' stacks).
+:class:`Transport`. Reports: ``ready`` (the node has prepared: staged in), ``failed`` (a local
+worker failed, the launcher was signalled, or the node could not prepare), ``done`` (every
+local worker succeeded), ``hang`` (a rank was silent too long), ``stacks`` (the ranks' stacks
+after a ``capture``), ``ended`` (the local group is down after a ``stop``), plus joins and
+losses from the channel. Commands: ``start`` (attempt N, maybe with a fresh rendezvous port),
+``stop`` (final, or before a restart), ``finish`` (the job succeeded: stop services and exit
+0), ``capture`` (dump your ranks' stacks).
 
-Rules (SPEC §9): the first failure anywhere stops every node; a node that disappears counts as
-failed; when every node's workers have succeeded the job is done; a hang first gathers every
-node's stacks, then names the odd ranks; a restart waits until every node's group is down.
+Rules (SPEC §9): attempt 0 starts once every node has joined *and* said ``ready`` (a node
+stages in after joining, so that its failure reaches the others and a long stage-in is not
+taken for a node that never came: ``--wait-timeout`` covers the joining only); a failure
+before the start (a stage-in that failed, a launcher signalled) stops every node for good, as
+does a node lost once all had joined; the first failure anywhere stops every node; a node that
+disappears counts as failed; when every node's workers have succeeded the job is done; a hang
+first gathers every node's stacks, then names the odd ranks; a restart waits until every
+node's group is down.
 """
 
 from __future__ import annotations
@@ -72,8 +78,9 @@ class Coordinator:
         self.restart_overrides = restart_overrides
         self.uniform = uniform
         self.joined: Set[int] = set()
+        self.ready: Set[int] = set()
         self.attempt = -1
-        self.phase = "joining"  # running, capturing, restarting, over
+        self.phase = "joining"  # preparing, running, capturing, restarting, over
         self.done: Set[int] = set()
         self.ended: Set[int] = set()
         self.failure: Optional[Dict[str, Any]] = None
@@ -86,6 +93,15 @@ class Coordinator:
     def join(self, node: int) -> None:
         self.joined.add(node)
         if self.phase == "joining" and len(self.joined) == self.nnodes:
+            self.phase = "preparing"  # --wait-timeout is met: staging takes what it takes
+            self._start_when_ready()
+
+    def _ready(self, node: int) -> None:
+        self.ready.add(node)
+        self._start_when_ready()
+
+    def _start_when_ready(self) -> None:
+        if self.phase == "preparing" and len(self.ready) == self.nnodes:
             self._start(0, {})
 
     def missing(self) -> List[int]:
@@ -99,11 +115,15 @@ class Coordinator:
 
     def lost(self, node: int) -> None:
         """Node ``node``'s launcher disappeared (connection closed or heartbeats stopped)."""
+        failure = {"kind": "lost", "node": node, "rank": None, "code": None}
         if self.phase in ("running", "capturing", "restarting"):
-            failure = {"kind": "lost", "node": node, "rank": None, "code": None}
             self._failed(failure)
+        elif self.phase == "preparing":
+            self._over(failure, "a node was lost before the job started")
         elif self.phase == "joining":
+            # may join again (a restarted pod) until --wait-timeout
             self.joined.discard(node)
+            self.ready.discard(node)
 
     # -- reports --------------------------------------------------------------------------
 
@@ -114,6 +134,8 @@ class Coordinator:
             return
         if kind == "failed" and isinstance(message.get("failure"), dict):
             self._failed({**message["failure"], "node": node})
+        elif kind == "ready":
+            self._ready(node)
         elif kind == "done":
             self._done(node)
         elif kind == "hang" and isinstance(message.get("hang"), dict):
@@ -134,6 +156,11 @@ class Coordinator:
             self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
 
     def _failed(self, failure: Dict[str, Any]) -> None:
+        if self.phase in ("joining", "preparing"):
+            # nothing has started: no restart can mend a stage-in that failed, and the
+            # others must not wait for a node that is gone
+            self._over(failure, "a node failed before the job started")
+            return
         if self.phase not in ("running", "capturing") or self.failure is not None:
             if self.phase == "restarting" and failure.get("kind") == "lost":
                 self._over(failure, "a node was lost while the job restarted")
@@ -183,7 +210,7 @@ class Coordinator:
             )
 
     def _start(self, attempt: int, overrides: Dict[str, Any]) -> None:
-        if self.phase not in ("joining", "restarting"):
+        if self.phase not in ("preparing", "restarting"):
             return
         self.attempt = attempt
         self.phase = "running"

@@ -88,6 +88,8 @@ def describe(failure: Failure) -> str:
         return f"{who}{where} hung (silent past --hang-timeout)"
     if failure.kind == "lost":
         return f"node {failure.node} was lost"
+    if failure.kind == "stage-in":
+        return f"node {failure.node}'s stage-in failed with exit code {failure.code}"
     if failure.signal:
         return f"{who}{where} died of {failure.signal}"
     if failure.kind in ("launch", "absent"):

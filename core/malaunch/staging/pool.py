@@ -14,7 +14,7 @@ from malaunch.staging.errors import StagingError
 from malaunch.staging.models import Mapping, RetryPolicy
 from malaunch.staging.progress import Progress
 from malaunch.staging.readers import Reader
-from malaunch.staging.transfer import Cancelled
+from malaunch.staging.transfer import Cancelled, RetryNotes
 
 T = TypeVar("T")
 
@@ -42,9 +42,10 @@ class Run:
     deadline: Optional[float] = None
     keep_going: bool = False  # stage-out: upload what can be, report the rest
     clock: Callable[[], float] = time.monotonic
+    notes: Optional[RetryNotes] = None  # where retries are told (aggregated), None: each one
 
     def retry_kw(self) -> dict:  # type: ignore[type-arg]
-        return {"retry": self.retry, "stop": self.abort}
+        return {"retry": self.retry, "stop": self.abort, "notes": self.notes}
 
 
 def run_all(

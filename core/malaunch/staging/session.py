@@ -6,7 +6,9 @@ Once the plan is known, a :class:`StagedRun` stages in (before any rank starts, 
 a restart finds its inputs in place), uploads the outputs every ``--sync-interval`` seconds
 while the ranks run, and makes the final upload from the supervisor's ``finish`` hook, after
 the last attempt's processes have ended and before the summary is written, which then carries
-what staging did.
+what staging did. The launcher hands the supervisor a :class:`StagingStep`: its stage-in runs
+as the node's preparation, after the node joined the job and while its event loop goes on, so
+that a failure reaches every node (:mod:`malaunch.supervisor.prepare`).
 """
 
 from __future__ import annotations
@@ -182,6 +184,7 @@ class StagedRun:
             node_rank=topology.node_rank,
             nnodes=topology.nnodes,
             rank_of_node=devices[0].rank if devices else None,
+            uploads_shared=topology.node_rank == shared_uploader(topology),
             stream=stream if stream is not None else sys.stderr,
             clock=clock,
         )
@@ -211,6 +214,16 @@ class StagedRun:
         self.stager.start_periodic(self.sync_interval)
         return None
 
+    def prepare(self) -> None:
+        """:meth:`stage_in` for a worker thread (the supervisor's preparation): the signals
+        are the supervisor's, which calls :meth:`cancel`; raises the engine's errors (64, 65,
+        66, 74), a :class:`StagingError` (74) when cancelled."""
+        start = _now()
+        self.stager.preflight()
+        reports = self.stager.stage_in()
+        self.record["stage_in"] = phase_record(start, reports)
+        self.stager.start_periodic(self.sync_interval)
+
     def finish(self, launcher_signal: Optional[int]) -> Finished:
         """The supervisor's ``finish`` hook: the final upload, after success, failure or a
         signal. A signal (before or during it) leaves it :data:`STAGE_OUT_AFTER_SIGNAL`
@@ -232,8 +245,71 @@ class StagedRun:
             # The phase's errors are the final pass's: a periodic pass's failure that a later
             # pass made good stays in its mapping's record only.
             self.record["stage_out"]["errors"] = [str(error)] if error is not None else []
+            # LOCALs that did not exist at the final pass (warned about): no error, since a
+            # job that failed early may well not have written them
+            self.record["stage_out"]["missing"] = list(self.stager.missing)
         return Finished({"staging": self.record}, error)
 
     def cancel(self) -> None:
         """Stop every transfer under way (the launcher is going away)."""
         self.stager.cancel()
+
+
+def shared_uploader(topology: Topology) -> int:
+    """The node that uploads the shared outputs: the one whose processes include rank 0, which
+    is where a job writes its checkpoints (TensorFlow's chief or worker 0, which need not be
+    node 0: parameter-server nodes come first); node 0 when no node has a rank 0."""
+    for position, node in enumerate(topology.nodes):
+        if any(device.rank == 0 for device in node.devices):
+            return position
+    return 0
+
+
+class StagingStep:
+    """Data staging as the supervisor's ``prepare`` and ``finish`` hooks.
+
+    The :class:`StagedRun` is built in :meth:`run`, in the preparation thread, so that what
+    its construction refuses (half a credential pair, ``obs://`` without an endpoint) is a
+    failed stage-in the other nodes hear of, like a missing prefix.
+    """
+
+    name = "stage-in"
+
+    def __init__(
+        self,
+        mappings: Sequence[StageMapping],
+        environ: Mapping[str, str],
+        topology: Topology,
+        *,
+        launch_dir: Union[str, Path],
+        sync_interval: float = 0.0,
+    ) -> None:
+        self._args = (mappings, environ, topology, launch_dir, sync_interval)
+        self.staged: Optional[StagedRun] = None
+        self._lock = threading.Lock()
+        self._cancelled = False
+
+    def run(self) -> None:
+        mappings, environ, topology, launch_dir, sync_interval = self._args
+        staged = StagedRun(
+            mappings, environ, topology, launch_dir=launch_dir, sync_interval=sync_interval
+        )
+        with self._lock:
+            self.staged = staged
+            cancelled = self._cancelled
+        if cancelled:
+            staged.cancel()  # a cancel() that came while it was being built
+        staged.prepare()
+
+    def cancel(self) -> None:
+        """Stop the stage-in, or the periodic uploads (any thread, not a signal handler)."""
+        with self._lock:
+            self._cancelled = True
+            staged = self.staged
+        if staged is not None:
+            staged.cancel()
+
+    def finish(self, launcher_signal: Optional[int]) -> Finished:
+        if self.staged is None:
+            return Finished()
+        return self.staged.finish(launcher_signal)

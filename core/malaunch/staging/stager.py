@@ -22,7 +22,7 @@ from malaunch.staging import passes
 from malaunch.staging.errors import StagingError
 from malaunch.staging.models import Mapping as StageMapping
 from malaunch.staging.models import MappingReport, RetryPolicy
-from malaunch.staging.parse import expand, per_node
+from malaunch.staging.parse import expand, per_node, placeholders
 from malaunch.staging.pool import Run, Target
 from malaunch.staging.readers import fsspec_reader, s3fs_reader
 from malaunch.staging.remote import (
@@ -31,7 +31,7 @@ from malaunch.staging.remote import (
     open_filesystem,
     scheme_of,
 )
-from malaunch.staging.transfer import Cancelled, no_credentials, retrying
+from malaunch.staging.transfer import Cancelled, RetryNotes, no_credentials, retrying
 
 WORKERS = 32
 
@@ -40,10 +40,13 @@ class Stager:
     """Stages ``mappings`` for node ``node_rank`` of ``nnodes``.
 
     ``rank_of_node`` (the global rank of this node's first process) is what ``{rank}`` stands
-    for. An output mapping without ``{node}`` or ``{rank}`` in LOCAL is uploaded by node 0
-    alone. ``environ`` gives the endpoints and credentials (:mod:`malaunch.staging.remote`).
+    for; on a node without ranks (a parameter server's) a mapping that names ``{rank}`` is
+    skipped. An output mapping without ``{node}`` or ``{rank}`` in LOCAL is shared: uploaded
+    by the one node whose ``uploads_shared`` is true (default: node 0; the launcher passes the
+    node that holds rank 0). ``environ`` gives the endpoints and credentials
+    (:mod:`malaunch.staging.remote`).
 
-    :raises UsageError: an unknown scheme, a missing library, ``{rank}`` unknown (64).
+    :raises UsageError: an unknown scheme, a missing library (64).
     :raises MissingInputError: a half-set credential pair, ``obs://`` without endpoint (66).
     """
 
@@ -56,6 +59,7 @@ class Stager:
         node_rank: int = 0,
         nnodes: int = 1,
         rank_of_node: Optional[int] = None,
+        uploads_shared: Optional[bool] = None,
         workers: int = WORKERS,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen model: shared safely)
         stream: Optional[TextIO] = None,
@@ -66,9 +70,17 @@ class Stager:
         base = Path(launch_dir)
         self.inputs: List[Target] = []
         self.outputs: List[Target] = []
+        self.missing: List[str] = []  # outputs whose LOCAL was not there at the final pass
+        self.notes = RetryNotes(clock)
+        shared = node_rank == 0 if uploads_shared is None else uploads_shared
         for mapping in mappings:
-            if mapping.direction == "out" and node_rank != 0 and not per_node(mapping):
-                continue  # a shared output: node 0 uploads it
+            if mapping.direction == "out" and not shared and not per_node(mapping):
+                continue  # a shared output: another node uploads it
+            if rank_of_node is None and "rank" in placeholders(
+                mapping.local + mapping.url, str(mapping)
+            ):
+                logger.info(f"{mapping}: skipped here, {{rank}} names no process of this node")
+                continue
             target = _target(expand(mapping, node_rank, rank_of_node), base, environ)
             (self.inputs if mapping.direction == "in" else self.outputs).append(target)
         self._totals: Dict[Tuple[str, str, str], MappingReport] = {}
@@ -99,6 +111,7 @@ class Stager:
             msg = f"{exc}: stopped before the output buckets were checked"
             raise StagingError(msg) from exc
         finally:
+            self.notes.flush()
             with self._lock:
                 self._active.remove(run.abort)
 
@@ -127,6 +140,12 @@ class Stager:
                 self._pass(target, passes.stage_out, keep_going=True, deadline=deadline)
                 for target in self.outputs
             ]
+            if final:
+                self.missing = [str(t.mapping.local) for t in self.outputs if not t.local.exists()]
+        for local in self.missing if final else ():
+            # A typo in LOCAL, or a job that never wrote it: not an error (a failed job may
+            # not have), but nothing to find at the URL afterwards must not go unsaid.
+            logger.warning(f"stage-out: {local} does not exist: nothing uploaded from it")
         failed = [error for report in reports for error in report.errors]
         if final and failed:
             more = f" (and {len(failed) - 1} more errors)" if len(failed) > 1 else ""
@@ -173,7 +192,7 @@ class Stager:
     def _run(self, keep_going: bool, deadline: Optional[float] = None) -> Run:
         return Run(
             self.workers, self.retry, self.stream, threading.Event(), deadline, keep_going,
-            self.clock,
+            self.clock, self.notes,
         )  # fmt: skip
 
     def _pass(
@@ -201,6 +220,7 @@ class Stager:
             self._record(_failed(target, str(exc)))
             raise
         finally:
+            self.notes.flush()  # the retries not yet told, before the pass's result or error
             with self._lock:
                 self._active.remove(run.abort)
         if periodic and self._periodic_stop.is_set():

@@ -20,7 +20,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, TypeVar
+from typing import Any, Callable, Dict, Optional, Set, TypeVar
 
 from malaunch.errors import MissingInputError
 from malaunch.log import logger
@@ -31,6 +31,7 @@ from malaunch.staging.progress import Progress
 from malaunch.staging.readers import Reader, size_error
 
 T = TypeVar("T")
+NOTES_EVERY = 5.0  # seconds between two lines about retries
 _PERMANENT_ERRNOS = {
     errno.ENOSPC,
     errno.EDQUOT,
@@ -68,14 +69,63 @@ def no_credentials(exc: BaseException) -> bool:
     return type(exc).__name__ in _NO_CREDENTIALS
 
 
+class RetryNotes:
+    """The retry warnings of a stager, aggregated: 32 transfers in flight against a server that
+    went away would otherwise log a line per file per try before the one error line.
+
+    The first retry is told at once (``URL: error; retrying in 1.0s``); the next ones at most
+    every :data:`NOTES_EVERY` seconds, counted, with the last of them; :meth:`flush` tells
+    what is left (at the end of each pass, before its result or error). Any thread.
+    """
+
+    def __init__(self, clock: Callable[[], float], every: float = 0.0) -> None:
+        self.clock = clock
+        self.every = every or NOTES_EVERY
+        self.next_line: Optional[float] = None
+        self.count = 0
+        self.urls: Set[str] = set()
+        self.last = ""
+        self.lock = threading.Lock()
+
+    def note(self, url: str, error: str, delay: float) -> None:
+        line = f"{url}: {error}; retrying in {delay:.1f}s"
+        with self.lock:
+            now = self.clock()
+            if self.next_line is None or (now >= self.next_line and not self.count):
+                self.next_line = now + self.every
+                logger.warning(line)
+                return
+            self.count += 1
+            self.urls.add(url)
+            self.last = line
+            if now >= self.next_line:
+                self._tell(now)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.count:
+                self._tell(self.clock())
+            self.next_line = None
+
+    def _tell(self, now: float) -> None:
+        files = f"{len(self.urls)} file" + ("s" if len(self.urls) > 1 else "")
+        tries = "retry" if self.count == 1 else "retries"
+        logger.warning(f"{self.count} more {tries} of {files} (the last: {self.last})")
+        self.count, self.urls, self.last = 0, set(), ""
+        self.next_line = now + self.every
+
+
 def retrying(
     action: Callable[[], T],
     url: str,
     retry: RetryPolicy,
     stop: threading.Event,
     undo: Callable[[], None] = lambda: None,
+    *,
+    notes: Optional[RetryNotes] = None,
 ) -> T:
-    """``action()``, tried again after transient failures; ``undo()`` after each failure.
+    """``action()``, tried again after transient failures; ``undo()`` after each failure;
+    each retry told to ``notes`` (or logged alone without).
 
     :raises StagingError: still failing after ``retry.attempts`` tries, or a permanent failure
         (the message names ``url``).
@@ -98,7 +148,10 @@ def retrying(
                 msg = f"{url}: {describe(exc)}{tries}"
                 raise StagingError(msg) from exc
             delay = retry.delay(failures)
-            logger.warning(f"{url}: {describe(exc)}; retrying in {delay:.1f}s")
+            if notes is not None:
+                notes.note(url, describe(exc), delay)
+            else:
+                logger.warning(f"{url}: {describe(exc)}; retrying in {delay:.1f}s")
             if stop.wait(delay):
                 raise Cancelled(url) from exc
 

@@ -292,5 +292,6 @@ def describe_failure(failure: Dict[str, Any]) -> str:
         "hang": f"{where} hung (--hang-timeout)",
         "signal": f"{where}'s launcher received {failure.get('signal')}",
         "launch": f"{where} could not start a process",
+        "stage-in": f"{where}'s stage-in failed with exit code {failure.get('code')}",
     }
     return phrases.get(str(kind), f"{where} {ending}")

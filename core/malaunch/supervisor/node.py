@@ -2,9 +2,12 @@
 signals, the job channel, the heartbeats and each attempt's processes.
 
 The job's decisions are the :class:`~malaunch.job.coordinator.Coordinator`'s, reached through
-the :class:`~malaunch.supervisor.link.JobLink`. This module only starts attempts when told
-``start``, hands local events to the :class:`~malaunch.supervisor.attempt.Attempt`, and ends
-when an attempt is over with a final verdict.
+the :class:`~malaunch.supervisor.link.JobLink`. This module joins the job, prepares (data
+staging's stage-in, in a thread: :mod:`malaunch.supervisor.prepare`) and says ``ready``, starts
+attempts when told ``start``, hands local events to the
+:class:`~malaunch.supervisor.attempt.Attempt`, and ends when an attempt is over with a final
+verdict. A preparation that fails is reported to the job before this launcher exits with its
+error, so that the job's ``stop`` reaches every node at once.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from malaunch.supervisor.output import (
     RankSelection,
     console_prefix,
 )
+from malaunch.supervisor.prepare import PreparationThread
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
@@ -66,8 +70,10 @@ class NodeRun:
         self.node = plan.topology.node_rank if options.job is not None else 0
         self.attempt: Optional[Attempt] = None
         self.outcomes: List[Outcome] = []
-        self.error: Optional[MalaunchError] = None
+        self.error: Optional[BaseException] = None
         self.finished = False
+        self.preparing: Optional[PreparationThread] = None
+        self.started = False  # an attempt was started here: the finish hook has work to do
         self.pending_signals: List[int] = []
         self.heartbeat: Optional[HeartbeatSocket] = None
         self.link = JobLink(self.loop, options, plan.topology, self.node, self._on_command)
@@ -87,6 +93,8 @@ class NodeRun:
             self.link.connect(self._on_lost, self._interrupted)
             if self.pending_signals:  # a signal while this node waited to join node 0
                 self._signalled_between_attempts(self.pending_signals[0])
+            elif not self.finished:  # (the job may have stopped before this node joined)
+                self._prepare()
             self.loop.run_until(self._step)
         finally:
             self._close()
@@ -108,7 +116,38 @@ class NodeRun:
                 verdict = attempt.outcome.verdict or {}
                 if verdict.get("t") == "finish" or verdict.get("final", True):
                     self.finished = True
-        return self.finished
+        return self.finished and self.preparing is None  # a cancelled stage-in ends first
+
+    # -- preparing ------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Stage in (in a thread, the loop going on), then tell the job this node is ready."""
+        preparation = self.options.prepare
+        if preparation is None:
+            self.link.report({"t": "ready", "attempt": -1})
+            return
+        self.preparing = PreparationThread(self.loop, preparation, self._prepared)
+        self.preparing.start()
+
+    def _prepared(self, error: Optional[BaseException]) -> None:
+        thread, self.preparing = self.preparing, None
+        assert thread is not None and self.options.prepare is not None
+        name = self.options.prepare.name
+        if self.finished:  # a signal, or the job stopped meanwhile: that is the outcome
+            signum = self.outcomes[-1].launcher_signal if self.outcomes else None
+            if thread.cancelled and signum is not None:
+                logger.info(f"{name} stopped by {signal.Signals(signum).name}")
+            return
+        if error is None:
+            self.link.report({"t": "ready", "attempt": -1})
+            return
+        code = error.exit_code if isinstance(error, MalaunchError) else ExitCode.SOFTWARE
+        failure = {"kind": name, "node": self.node, "rank": None, "code": int(code)}
+        failure["reason"] = str(error)[:500]
+        self.link.report({"t": "failed", "attempt": -1, "failure": failure})
+        # This launcher ends with the error once the job's stop comes back (next round on
+        # node 0): leaving now would close the channel before node 0 told the others.
+        self.error = error
 
     # -- the job's commands ---------------------------------------------------------------
 
@@ -136,7 +175,14 @@ class NodeRun:
             self._stopped_between_attempts(stop)
 
     def _stopped_between_attempts(self, message: Message) -> None:
+        if self.finished:
+            return  # the first ending stands (a signal, then the stop it caused)
+        self.finished = True
+        if self.preparing is not None:
+            self.preparing.cancel()  # the run ends once the thread has
         failure = message.get("failure") or {}
+        if self.error is not None:
+            return  # this node's own failed preparation: its error is the line to show
         if failure.get("kind") == "absent":
             self.error = PeerError(
                 f"node launchers {failure.get('nodes')} never joined the job channel within "
@@ -145,7 +191,6 @@ class NodeRun:
         else:
             logger.warning(f"{describe_failure(failure)}: stopping")
             self.outcomes.append(Outcome([], node=self.node, verdict=message))
-        self.finished = True
 
     # -- attempts -------------------------------------------------------------------------
 
@@ -153,6 +198,7 @@ class NodeRun:
         number = message.get("attempt")
         if not isinstance(number, int) or self.attempt is not None or self.finished:
             return
+        self.started = True
         port = message.get("master_port")
         plan = self.plan
         if number > 0:
@@ -261,6 +307,8 @@ class NodeRun:
         return pids + ([self.reaper.pid] if self.reaper.pid is not None else [])
 
     def _signalled_between_attempts(self, signum: int) -> None:
+        if self.finished:
+            return  # e.g. a second signal while a cancelled stage-in ends
         logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
         code = ExitCode.for_signal(signum)
         failure = {
@@ -273,6 +321,8 @@ class NodeRun:
         self.link.report(
             {"t": "failed", "attempt": number, "failure": {**failure, "node": self.node}}
         )
+        if self.preparing is not None:
+            self.preparing.cancel()  # the run ends once the thread has
         self.outcomes.append(
             Outcome([], node=self.node, launcher_signal=signum, verdict={"t": "stop"})
         )
@@ -299,6 +349,8 @@ class NodeRun:
             child.heard_from = True
 
     def _close(self) -> None:
+        if self.preparing is not None:
+            self.preparing.close()
         if self.deduper is not None:
             self.deduper.flush()
         if self.attempt is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
 
 from malaunch.errors import MalaunchError
 from malaunch.events import Clock
@@ -28,6 +28,20 @@ class Finished:
 FinishHook = Callable[[Optional[int]], Finished]
 
 
+class Preparation(Protocol):
+    """What a node does after joining the job and before it says ``ready`` (data staging's
+    stage-in: :mod:`malaunch.staging.session`). :meth:`run` runs in a worker thread while the
+    event loop goes on (heartbeats, signals, the job's commands); it raises a
+    :class:`MalaunchError` when the node cannot take part. :meth:`cancel` (any thread) makes a
+    :meth:`run` under way end soon."""
+
+    name: str  # what the logs call it: "stage-in"
+
+    def run(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class SuperviseOptions:
     """How to run a plan. The last fields exist for tests, embedding and ``simulate``.
@@ -46,8 +60,10 @@ class SuperviseOptions:
     node's summary instead, which holds its rank's tail, not the node launcher's console).
     ``console_prefix``: a template with ``{node}``, ``{host}``, ``{rank}``, ``{local_rank}``,
     ``{role}`` (None: ``[rank N]``); ``console_dedup``: fold identical lines of many ranks.
-    ``finish`` runs once the last attempt's processes have ended, before the summary is
-    written (data staging's final upload: :mod:`malaunch.staging.session`).
+    ``prepare`` runs once the node has joined the job, before attempt 0 (data staging's
+    stage-in); ``finish`` runs once the last attempt's processes have ended, before the
+    summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
+    only when ``prepare`` completed.
     """
 
     log_dir: str
@@ -68,4 +84,5 @@ class SuperviseOptions:
     tail_reader: TailReader = own_log
     console_prefix: Optional[str] = None
     console_dedup: bool = False
+    prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None

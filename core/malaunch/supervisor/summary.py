@@ -19,13 +19,15 @@ JSON shape (a contract for platforms and tests)::
 
 A staging phase is ``{"start_time", "end_time", "files", "bytes", "errors": [str],
 "mappings": [{"local", "url", "direction", "files", "bytes", "skipped", "removed", "seconds",
-"errors"}]}``; the stage-out phase is the final pass, its mappings count every pass.
+"errors"}]}``; the stage-out phase is the final pass, its mappings count every pass, and its
+``"missing"`` lists the LOCALs that did not exist at the final pass (a warning, no error).
 
-A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent", "node", "rank", "role",
-"code", "signal"}``, and for ``exit`` also ``"log_file"``, ``"tail"`` and ``"exception"`` as
-read on its node. ``processes`` are the last attempt's. ``exit_code`` of a process is null when
-it died of a signal, and ``signal`` then names it (``"SIGKILL"``); times are ISO 8601 with the
-local UTC offset.
+A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent"|"stage-in", "node",
+"rank", "role", "code", "signal"}``, for ``exit`` also ``"log_file"``, ``"tail"`` and
+``"exception"`` as read on its node, for ``stage-in`` (a node whose stage-in failed before the
+job started; ``code`` is its exit code) the error line as ``"reason"``. ``processes`` are the
+last attempt's. ``exit_code`` of a process is null when it died of a signal, and ``signal``
+then names it (``"SIGKILL"``); times are ISO 8601 with the local UTC offset.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ def supervise(
     ``replan(attempt, master_port)`` builds the plan of restart ``attempt`` (1, 2, ...),
     re-reading the topology, with the fresh rendezvous port node 0 chose (or None); without it
     a restart runs the same plan again. Raises LaunchError (71) when a process cannot be
-    started, after stopping those that were, and PeerError (69) when the job's other node
-    launchers did not join in time.
+    started, after stopping those that were, PeerError (69) when the job's other node
+    launchers did not join in time, and the error of ``options.prepare`` (data staging's
+    stage-in: 64, 65, 66, 74) when it failed on this node.
     """
     selection = parse_console_ranks(options.console_ranks)
     console = options.console if options.console is not None else FdConsole()
@@ -61,7 +62,8 @@ def supervise(
             raise
         last = outcomes[-1]
         finished = Finished()
-        if options.finish is not None and last.launch_error is None:
+        # Only after ranks ran: a job stopped before its start has nothing to upload.
+        if options.finish is not None and last.launch_error is None and node.started:
             finished = options.finish(last.launcher_signal)
         try:
             reaper.release()  # it exits while the summary is written

@@ -57,6 +57,8 @@ class Job:
     def start(self) -> None:
         for node in range(self.coordinator.nnodes):
             self.coordinator.join(node)
+        for node in range(self.coordinator.nnodes):
+            self.report(node, "ready")
         assert self.transport.take() == [{"t": "start", "attempt": 0}]
 
     def report(self, node: int, kind: str, **fields: Any) -> None:
@@ -74,20 +76,28 @@ def quarter(low: float, high: float) -> float:
 # -- joining ------------------------------------------------------------------------------
 
 
-def test_start_only_when_every_node_joined() -> None:
+def test_start_only_when_every_node_joined_and_is_ready() -> None:
     job = Job(nnodes=3)
     job.scheduler.time = 7.0
     job.coordinator.join(0)
+    job.report(0, "ready")  # node 0 has nothing to stage: ready at once
     job.coordinator.join(2)
     job.coordinator.join(2)  # a node counts once
     assert job.transport.sent == []
     assert job.coordinator.phase == "joining"
     assert job.coordinator.missing() == [1]
     job.coordinator.join(1)
+    assert job.coordinator.phase == "preparing"  # joined: nodes 1 and 2 still stage in
+    job.report(2, "ready")
+    job.report(2, "ready")  # counts once
+    assert job.transport.sent == []
+    job.scheduler.time = 9.0
+    job.report(1, "ready")
     assert job.transport.take() == [{"t": "start", "attempt": 0}]
     assert job.coordinator.phase == "running"
-    assert [(r.attempt, r.started) for r in job.coordinator.records] == [(0, 7.0)]
+    assert [(r.attempt, r.started) for r in job.coordinator.records] == [(0, 9.0)]
     job.coordinator.join(1)  # a late repeat starts nothing
+    job.report(1, "ready")  # (of attempt 0 now: a late one)
     assert job.transport.sent == []
 
 
@@ -95,11 +105,16 @@ def test_node_lost_while_joining_must_join_again() -> None:
     job = Job(nnodes=3)
     job.coordinator.join(0)
     job.coordinator.join(1)
-    job.coordinator.lost(1)
+    job.report(1, "ready")
+    job.coordinator.lost(1)  # its "ready" goes with it: the new launcher stages in again
     assert job.coordinator.missing() == [1, 2]
     job.coordinator.join(2)
     assert job.transport.sent == []
     job.coordinator.join(1)
+    job.report(0, "ready")
+    job.report(2, "ready")
+    assert job.transport.sent == []
+    job.report(1, "ready")
     assert job.transport.take() == [{"t": "start", "attempt": 0}]
 
 
@@ -123,6 +138,64 @@ def test_join_timed_out_stops_the_job_naming_the_missing_nodes() -> None:
     job.coordinator.join(1)
     job.coordinator.join(3)  # too late: nothing starts
     assert job.transport.sent == []
+
+
+def test_the_join_timeout_does_not_cover_the_stage_in() -> None:
+    job = Job(nnodes=2)
+    job.coordinator.join(0)
+    job.coordinator.join(1)
+    job.report(1, "ready")
+    job.coordinator.join_timed_out()  # node 0 still stages in: that is no absence
+    assert job.transport.sent == []
+    assert job.coordinator.phase == "preparing"
+    job.report(0, "ready")
+    assert job.transport.take() == [{"t": "start", "attempt": 0}]
+
+
+STAGE_IN_FAILED: Dict[str, Any] = {"kind": "stage-in", "rank": None, "code": 66, "reason": "x"}
+
+
+@pytest.mark.parametrize("joined", [(0, 1), (0, 1, 2)], ids=["joining", "preparing"])
+def test_a_failure_before_the_start_stops_every_node_for_good(joined: Tuple[int, ...]) -> None:
+    job = Job(nnodes=3, policy=RESTARTING)  # no restart mends a stage-in that failed
+    for node in joined:
+        job.coordinator.join(node)
+    job.report(0, "ready")
+    job.report(1, "failed", failure=STAGE_IN_FAILED)
+    failure = {**STAGE_IN_FAILED, "node": 1}
+    assert job.transport.take() == [
+        {
+            "t": "stop",
+            "attempt": -1,
+            "final": True,
+            "failure": failure,
+            "decision": "a node failed before the job started",
+        }
+    ]
+    assert job.coordinator.phase == "over"
+    for node in range(3):
+        job.coordinator.join(node)
+        job.report(node, "ready")
+    job.report(2, "failed", failure=STAGE_IN_FAILED)  # a second failure: no second stop
+    job.coordinator.join_timed_out()
+    assert job.transport.sent == []
+
+
+def test_a_node_lost_while_the_others_stage_in_stops_the_job() -> None:
+    job = Job(nnodes=2)
+    job.coordinator.join(0)
+    job.coordinator.join(1)
+    job.coordinator.lost(1)
+    lost = {"kind": "lost", "node": 1, "rank": None, "code": None}
+    assert job.transport.take() == [
+        {
+            "t": "stop",
+            "attempt": -1,
+            "final": True,
+            "failure": lost,
+            "decision": "a node was lost before the job started",
+        }
+    ]
 
 
 def test_join_timed_out_after_the_start_changes_nothing() -> None:

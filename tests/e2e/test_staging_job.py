@@ -1,0 +1,206 @@
+"""Data staging in a multi-node job (SPEC §9, §10), through the installed command against a
+real S3 API server on loopback (moto, ``s3server.py``).
+
+Every node joins the job channel first and stages in afterwards, its event loop running: a
+stage-in that fails on one node stops the others at once (75) instead of leaving them at the
+join until ``--wait-timeout``; a stage-in longer than ``--wait-timeout`` (or than
+``--heartbeat-timeout``) is no absence. In a TensorFlow PS job, ``{rank}`` outputs come from
+the workers (a ps task has no rank) and a shared output from the node of rank 0, which is not
+node 0 there. A LOCAL that was never written is said.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+from launchers import Launchers, printed_nodes
+from s3server import S3Server, free_port, running_server
+
+from malaunch.testing import clean_env, run_cli
+
+STAGING_RANK = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
+TF_TASK = Path(__file__).resolve().parents[1] / "workers" / "tf_stage_task.py"
+ERROR = "malaunch: error: "
+
+
+@pytest.fixture
+def s3() -> Iterator[S3Server]:
+    yield from running_server()
+
+
+@pytest.fixture
+def inputs(s3: S3Server) -> Dict[str, str]:
+    """Bucket ``data`` with three files under ``set0/`` (none under ``set1/``), an empty bucket
+    ``results``; the sha256 of each file is what staging_rank.py checks (here: any)."""
+    client = s3.client()
+    client.create_bucket(Bucket="data")
+    client.create_bucket(Bucket="results")
+    for name in ("a.bin", "b.bin", "deep/c.bin"):
+        client.put_object(Bucket="data", Key=f"set0/{name}", Body=os.urandom(1000))
+    return {"a.bin": "", "b.bin": "", "deep/c.bin": ""}
+
+
+def uploaded(s3: S3Server, prefix: str) -> Dict[str, bytes]:
+    client = s3.client()
+    listing = client.list_objects_v2(Bucket="results", Prefix=prefix).get("Contents", [])
+    return {
+        item["Key"]: client.get_object(Bucket="results", Key=item["Key"])["Body"].read()
+        for item in listing
+    }
+
+
+def summary(tmp_path: Path, node: int) -> Dict[str, Any]:
+    path = tmp_path / "logs" / f"node-{node}" / "malaunch-summary.json"
+    loaded: Dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def volcano_nodes(tmp_path: Path, *options: str) -> List[Any]:
+    args = [
+        "--nodes", "2", "--platform", "volcano", "--framework", "torch_ddp",
+        "--nproc-per-node", "1", "--log-dir", str(tmp_path / "logs"),
+        "--platform-dir", str(tmp_path / "platform"), "--grace-period", "3", *options,
+        "--", sys.executable, "-S", str(STAGING_RANK),
+    ]  # fmt: skip
+    return printed_nodes(args, cwd=tmp_path)
+
+
+def test_a_stage_in_failing_on_node_1_stops_node_0_at_once(
+    s3: S3Server, inputs: Dict[str, str], tmp_path: Path
+) -> None:
+    """Node 1's prefix does not exist: node 1 exits 66 with its one error line, node 0 (at the
+    default --wait-timeout of 600 s) exits 75 within seconds, naming node 1 and 66; no rank
+    started anywhere."""
+    nodes = volcano_nodes(tmp_path, "--stage-in", "data/{node}=s3://data/set{node}")
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start(0, s3.env())
+        launchers.start(1, s3.env())
+        codes = launchers.wait(timeout=60)
+    assert codes == {0: 75, 1: 66}, launchers.output()
+    assert abs(launchers.ended[0] - launchers.ended[1]) < 10, launchers.output()
+    last = launchers.output(1).splitlines()[-1]
+    assert last == f"{ERROR}s3://data/set1: no such bucket, object or prefix", launchers.output()
+    assert (
+        "malaunch: warning: node 1's stage-in failed with exit code 66: stopping"
+        in launchers.output(0).splitlines()
+    ), launchers.output(0)
+    stopped_by = summary(tmp_path, 0)["stopped_by"]
+    assert (stopped_by["kind"], stopped_by["node"], stopped_by["code"]) == ("stage-in", 1, 66)
+    assert "s3://data/set1" in stopped_by["reason"]
+    assert summary(tmp_path, 0)["exit_code"] == 75
+    assert not list((tmp_path / "logs").rglob("worker-*.log"))  # nothing started
+    assert (tmp_path / "data" / "0" / "deep" / "c.bin").exists()  # node 0's own went fine
+
+
+@pytest.mark.parametrize("slow", [0, 1])
+def test_a_stage_in_longer_than_the_wait_and_heartbeat_timeouts(
+    s3: S3Server, inputs: Dict[str, str], tmp_path: Path, slow: int
+) -> None:
+    """Node ``slow`` reaches its server only ~4 s after it starts (retries wait 1, 2, 4 s):
+    its stage-in lasts about 7 s, past --wait-timeout 3 and --heartbeat-timeout 2, and the
+    job runs all the same: the wait covers the joining only, and the heartbeats go on."""
+    late = S3Server(free_port())  # the same buckets: moto keeps them per process
+    opens = threading.Timer(4.0, late.start)
+    nodes = volcano_nodes(
+        tmp_path,
+        "--stage-in", "data=s3://data/set0",
+        "--wait-timeout", "3", "--heartbeat-timeout", "2",
+    )  # fmt: skip
+    expected = {"EXPECTED": json.dumps(tree(s3))}
+    try:
+        with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+            opens.start()
+            for node in (0, 1):
+                server = late if node == slow else s3
+                launchers.start(node, {**server.env(), **expected})
+            codes = launchers.wait(timeout=60)
+    finally:
+        opens.cancel()
+        late.stop()
+    assert codes == {0: 0, 1: 0}, launchers.output()
+    assert "retrying in" in launchers.output(slow)
+    stage_in = summary(tmp_path, slow)["staging"]["stage_in"]
+    took = seconds(stage_in["end_time"]) - seconds(stage_in["start_time"])
+    assert took > 3.5, stage_in  # longer than --wait-timeout and --heartbeat-timeout
+
+
+def tree(s3: S3Server) -> Dict[str, str]:
+    """What staging_rank.py expects in ``data``: name -> sha256 of ``set0/``."""
+    client = s3.client()
+    listing = client.list_objects_v2(Bucket="data", Prefix="set0/")["Contents"]
+    return {
+        item["Key"][len("set0/") :]: hashlib.sha256(
+            client.get_object(Bucket="data", Key=item["Key"])["Body"].read()
+        ).hexdigest()
+        for item in listing
+    }
+
+
+def seconds(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso).timestamp()
+
+
+def tf_ps(tmp_path: Path, *options: str) -> List[str]:
+    """1 ps + 2 workers, each task a node: node 0 = ps 0, nodes 1 and 2 = ranks 0 and 1."""
+    return [
+        "simulate", "--nodes", "2", "--num-ps", "1", "--platform", "tf-ps",
+        "--framework", "tensorflow_ps", "--log-dir", str(tmp_path / "logs"),
+        "--grace-period", "3", *options, "--", sys.executable, "-S", str(TF_TASK),
+    ]  # fmt: skip
+
+
+def test_tf_ps_rank_outputs_are_uploaded_by_the_workers_and_skipped_on_the_ps(
+    s3: S3Server, inputs: Dict[str, str], tmp_path: Path
+) -> None:
+    args = tf_ps(tmp_path, "--stage-out", "results/{rank}=s3://results/models/{rank}")
+    result = run_cli(args, env=clean_env(s3.env()), cwd=tmp_path, timeout=120)
+    assert result.code == 0, result.stderr
+    assert uploaded(s3, "models/") == {
+        f"models/{rank}/model.txt": f"model of rank {rank}\n".encode() for rank in (0, 1)
+    }
+    assert "{rank} names no process of this node" in (tmp_path / "logs" / "node-0.log").read_text()
+    outputs = [summary(tmp_path, node)["staging"].get("stage_out") for node in (0, 1, 2)]
+    assert outputs[0] is None  # the ps node: nothing to upload
+    assert [m["local"] for m in outputs[1]["mappings"]] == ["results/0"]
+    assert [m["local"] for m in outputs[2]["mappings"]] == ["results/1"]
+
+
+def test_tf_ps_shared_output_is_uploaded_by_the_node_of_rank_0(
+    s3: S3Server, inputs: Dict[str, str], tmp_path: Path
+) -> None:
+    args = tf_ps(tmp_path, "--stage-out", "shared=s3://results/shared")
+    result = run_cli(args, env=clean_env(s3.env()), cwd=tmp_path, timeout=120)
+    assert result.code == 0, result.stderr
+    # The nodes share the launch directory here, so worker 1's file is there too.
+    assert uploaded(s3, "shared/") == {
+        f"shared/worker-{rank}.txt": f"written by rank {rank}\n".encode() for rank in (0, 1)
+    }
+    outputs = [summary(tmp_path, node)["staging"].get("stage_out") for node in (0, 1, 2)]
+    assert outputs[0] is None and outputs[2] is None  # ps 0 and worker 1 upload nothing
+    assert [(m["local"], m["files"]) for m in outputs[1]["mappings"]] == [("shared", 2)]
+
+
+def test_a_local_that_was_never_written_is_a_warning_and_listed_as_missing(
+    s3: S3Server, inputs: Dict[str, str], tmp_path: Path
+) -> None:
+    args = [
+        "--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", "1",
+        "--log-dir", str(tmp_path / "logs"), "--stage-out", "nolocal=s3://results/nl",
+        "--", sys.executable, "-c", "pass",
+    ]  # fmt: skip
+    result = run_cli(args, env=clean_env(s3.env()), cwd=tmp_path, timeout=60)
+    assert result.code == 0, result.stderr
+    warning = "malaunch: warning: stage-out: nolocal does not exist: nothing uploaded from it"
+    assert warning in result.stderr.splitlines(), result.stderr
+    record = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    assert record["staging"]["stage_out"]["missing"] == ["nolocal"]
+    assert record["staging"]["stage_out"]["errors"] == []
+    assert uploaded(s3, "nl") == {}
