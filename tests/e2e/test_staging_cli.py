@@ -136,8 +136,11 @@ def test_x2mindspore_path_mapping_drives_the_same_job(
 def test_outputs_are_uploaded_after_a_rank_fails_and_its_code_is_kept(
     s3: S3Server, bucket: Dict[str, str], tmp_path: Path
 ) -> None:
+    # Both ranks exit 3, but not before rank 0's checkpoint is written: a rank that failed
+    # first would otherwise stop rank 0 before it has anything to upload.
+    worker = ["--exit", "3", "--wait", "out/rank0/checkpoint.bin"]
     result = run_cli(
-        launch(tmp_path, *STAGE, worker=["--exit", "3"]),
+        launch(tmp_path, *STAGE, worker=worker),
         env=env_of(s3, bucket),
         cwd=tmp_path,
         timeout=120,
