@@ -24,8 +24,8 @@ from s3server import S3Server, running_server
 
 from malaunch.errors import ExitCode, MissingInputError, UsageError
 from malaunch.staging import (
-    Mapping,
     RetryPolicy,
+    StageMapping,
     Stager,
     StagingError,
     parse_pairs,
@@ -77,7 +77,7 @@ def _tree(root: Path) -> Dict[str, str]:
     }
 
 
-def _stager(mappings: List[Mapping], env: Dict[str, str], where: Path, **kw: Any) -> Stager:
+def _stager(mappings: List[StageMapping], env: Dict[str, str], where: Path, **kw: Any) -> Stager:
     return Stager(mappings, env, launch_dir=where, retry=FAST, **kw)
 
 

@@ -24,7 +24,7 @@ from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
-from malaunch.staging.models import Mapping as StageMapping
+from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
 from malaunch.supervisor.signals import parse_signal_names
 

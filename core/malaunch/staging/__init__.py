@@ -3,7 +3,7 @@ uploaded while they run and after they end, through fsspec (``obs://`` is OBS th
 API). See ``docs/staging.md``.
 
 ``parse_pairs`` and ``read_path_mapping`` turn ``--stage-in``/``--stage-out`` and
-``--path-mapping`` into :class:`Mapping` objects; a :class:`Stager` does the transfers and
+``--path-mapping`` into :class:`StageMapping` objects; a :class:`Stager` does the transfers and
 reports each mapping as a :class:`MappingReport`. Nothing here imports fsspec or s3fs until a
 :class:`Stager` is built.
 """
@@ -11,7 +11,7 @@ reports each mapping as a :class:`MappingReport`. Nothing here imports fsspec or
 from __future__ import annotations
 
 from malaunch.staging.errors import MappingFileError, StagingError
-from malaunch.staging.models import Mapping, MappingReport, RetryPolicy
+from malaunch.staging.models import MappingReport, RetryPolicy, StageMapping
 from malaunch.staging.parse import expand, parse_pairs, per_node
 from malaunch.staging.pathmap import read_path_mapping
 from malaunch.staging.remote import INSTALL_S3, check_scheme, open_filesystem
@@ -19,10 +19,10 @@ from malaunch.staging.stager import Stager
 
 __all__ = [
     "INSTALL_S3",
-    "Mapping",
     "MappingFileError",
     "MappingReport",
     "RetryPolicy",
+    "StageMapping",
     "Stager",
     "StagingError",
     "check_scheme",

@@ -9,7 +9,7 @@ from pydantic import Field
 from malaunch.models import FrozenModel
 
 
-class Mapping(FrozenModel):
+class StageMapping(FrozenModel):
     """One ``LOCAL=URL`` pair: ``in`` copies URL to LOCAL before the ranks start, ``out``
     copies LOCAL to URL while they run and after they end."""
 

@@ -13,13 +13,13 @@ import string
 from typing import Iterable, List, Optional, Type
 
 from malaunch.errors import MalaunchError, UsageError
-from malaunch.staging.models import Mapping
+from malaunch.staging.models import StageMapping
 
 PLACEHOLDERS = ("node", "rank")
 _OPTIONS = {"--stage-in": "in", "--stage-out": "out"}
 
 
-def parse_pairs(values: Iterable[str], option: str) -> List[Mapping]:
+def parse_pairs(values: Iterable[str], option: str) -> List[StageMapping]:
     """The mappings of the repeated ``option`` (``--stage-in`` or ``--stage-out``).
 
     :raises UsageError: a value that is not ``LOCAL=URL``, naming the option and the value.
@@ -32,13 +32,15 @@ def parse_pairs(values: Iterable[str], option: str) -> List[Mapping]:
         if not sep or not local.strip() or not url.strip():
             msg = f"{what}: expected LOCAL=URL (data=s3://bucket/prefix)"
             raise UsageError(msg)
-        mapping = Mapping(local=local.strip(), url=url.strip(), direction=direction)
+        mapping = StageMapping(local=local.strip(), url=url.strip(), direction=direction)
         check_mapping(mapping, what)
         mappings.append(mapping)
     return mappings
 
 
-def check_mapping(mapping: Mapping, what: str, error: Type[MalaunchError] = UsageError) -> None:
+def check_mapping(
+    mapping: StageMapping, what: str, error: Type[MalaunchError] = UsageError
+) -> None:
     """Placeholders well formed and known, no NUL: ``error`` naming ``what`` otherwise."""
     for text in (mapping.local, mapping.url):
         if "\0" in text:
@@ -65,12 +67,12 @@ def placeholders(text: str, what: str, error: Type[MalaunchError] = UsageError) 
     return names
 
 
-def per_node(mapping: Mapping) -> bool:
+def per_node(mapping: StageMapping) -> bool:
     """Whether LOCAL names the node or rank, so that every node has its own copy."""
     return bool(placeholders(mapping.local, str(mapping)))
 
 
-def expand(mapping: Mapping, node_rank: int, rank: Optional[int]) -> Mapping:
+def expand(mapping: StageMapping, node_rank: int, rank: Optional[int]) -> StageMapping:
     """``mapping`` with ``{node}`` and ``{rank}`` replaced in LOCAL and URL.
 
     :raises UsageError: ``{rank}`` is used and ``rank`` is not known.

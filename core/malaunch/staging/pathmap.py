@@ -28,7 +28,7 @@ from malaunch.errors import MissingInputError, UsageError
 from malaunch.files import read_regular
 from malaunch.jsontext import JsonLongInteger, JsonTooDeep, loads
 from malaunch.staging.errors import MappingFileError
-from malaunch.staging.models import Mapping
+from malaunch.staging.models import StageMapping
 from malaunch.staging.parse import check_mapping
 
 NAME = "PATH_MAPPING_CONFIG"
@@ -37,7 +37,7 @@ MAX_BYTES = 1 << 20
 Tables = Dict[str, Dict[str, str]]
 
 
-def read_path_mapping(path: Union[str, Path]) -> List[Mapping]:
+def read_path_mapping(path: Union[str, Path]) -> List[StageMapping]:
     """The mappings of a ``.py``, ``.json`` or ``.toml`` path-mapping file, inputs first.
 
     :raises MissingInputError: the file does not exist or cannot be read (66).
@@ -59,7 +59,7 @@ def read_path_mapping(path: Union[str, Path]) -> List[Mapping]:
     mappings = []
     for table, direction in TABLES.items():
         for local, url in tables.get(table, {}).items():
-            mapping = Mapping(local=local, url=url, direction=direction)
+            mapping = StageMapping(local=local, url=url, direction=direction)
             check_mapping(mapping, f"{file}: {table}[{local!r}]", MappingFileError)
             mappings.append(mapping)
     return mappings

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence, TextIO, Ty
 
 from malaunch.errors import MalaunchError
 from malaunch.staging.errors import StagingError
-from malaunch.staging.models import Mapping, RetryPolicy
+from malaunch.staging.models import RetryPolicy, StageMapping
 from malaunch.staging.progress import Progress
 from malaunch.staging.readers import Reader
 from malaunch.staging.transfer import Cancelled, RetryNotes
@@ -23,7 +23,7 @@ T = TypeVar("T")
 class Target:
     """A mapping resolved on this node: placeholders expanded, LOCAL absolute, URL opened."""
 
-    mapping: Mapping
+    mapping: StageMapping
     local: Path
     fs: Any
     root: str  # the URL's path within ``fs``, without a trailing slash

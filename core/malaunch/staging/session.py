@@ -36,8 +36,7 @@ from malaunch.errors import MalaunchError, UsageError
 from malaunch.log import logger
 from malaunch.models import Topology
 from malaunch.staging.errors import StagingError
-from malaunch.staging.models import Mapping as StageMapping
-from malaunch.staging.models import MappingReport
+from malaunch.staging.models import MappingReport, StageMapping
 from malaunch.staging.parse import parse_pairs
 from malaunch.staging.pathmap import read_path_mapping
 from malaunch.staging.remote import S3_SCHEMES, check_scheme

@@ -20,8 +20,7 @@ from malaunch.errors import MissingInputError
 from malaunch.log import logger
 from malaunch.staging import passes
 from malaunch.staging.errors import StagingError
-from malaunch.staging.models import Mapping as StageMapping
-from malaunch.staging.models import MappingReport, RetryPolicy
+from malaunch.staging.models import MappingReport, RetryPolicy, StageMapping
 from malaunch.staging.parse import expand, per_node, placeholders
 from malaunch.staging.pool import Run, Target
 from malaunch.staging.readers import fsspec_reader, s3fs_reader

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from malaunch.errors import ExitCode, UsageError
-from malaunch.staging import Mapping, expand, parse_pairs, per_node
+from malaunch.staging import StageMapping, expand, parse_pairs, per_node
 
 
 def test_pairs_split_at_the_first_equals_sign() -> None:
     got = parse_pairs(["data=s3://b/p", "x = https://h/f?a=1&b=2"], "--stage-in")
     assert got == [
-        Mapping(local="data", url="s3://b/p", direction="in"),
-        Mapping(local="x", url="https://h/f?a=1&b=2", direction="in"),
+        StageMapping(local="data", url="s3://b/p", direction="in"),
+        StageMapping(local="x", url="https://h/f?a=1&b=2", direction="in"),
     ]
     assert parse_pairs(["out=obs://b/o/"], "--stage-out")[0].direction == "out"
     assert str(got[0]) == "data <- s3://b/p"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from malaunch.errors import ExitCode, MissingInputError, UsageError
-from malaunch.staging import Mapping, MappingFileError, read_path_mapping
+from malaunch.staging import MappingFileError, StageMapping, read_path_mapping
 
 TEMPLATE = """#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
@@ -48,9 +48,9 @@ def test_the_x2mindspore_template_filled_in(tmp_path: Path) -> None:
         "        './checkpoints': 'obs://outputs/',",
     )
     assert read_path_mapping(_write(tmp_path, text)) == [
-        Mapping(local="/data/dataset/imagenet", url="obs://dataset/imagenet", direction="in"),
-        Mapping(local="a", url="s3://b/a", direction="in"),
-        Mapping(local="./checkpoints", url="obs://outputs/", direction="out"),
+        StageMapping(local="/data/dataset/imagenet", url="obs://dataset/imagenet", direction="in"),
+        StageMapping(local="a", url="s3://b/a", direction="in"),
+        StageMapping(local="./checkpoints", url="obs://outputs/", direction="out"),
     ]
 
 
@@ -62,7 +62,7 @@ def test_other_statements_are_never_run(tmp_path: Path) -> None:
         "def helper():\n    return 1\n"
     )
     assert read_path_mapping(_write(tmp_path, text)) == [
-        Mapping(local="d", url="s3://b/d", direction="in")
+        StageMapping(local="d", url="s3://b/d", direction="in")
     ]
     assert not marker.exists()
 
@@ -145,8 +145,8 @@ def test_toml_holds_the_same_tables(tmp_path: Path) -> None:
         tmp_path, '[input]\n"data/x" = "s3://b/x"\n[output]\nckpt = "obs://b/c/"\n', "m.toml"
     )
     assert read_path_mapping(path) == [
-        Mapping(local="data/x", url="s3://b/x", direction="in"),
-        Mapping(local="ckpt", url="obs://b/c/", direction="out"),
+        StageMapping(local="data/x", url="s3://b/x", direction="in"),
+        StageMapping(local="ckpt", url="obs://b/c/", direction="out"),
     ]
     with pytest.raises(MappingFileError, match="not TOML"):
         read_path_mapping(_write(tmp_path, "[input\n", "bad.toml"))
