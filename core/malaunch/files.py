@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import List, Union
 
+from malaunch.errors import UsageError
+
 
 def write_atomic(target: Union[str, Path], content: str) -> None:
     """Replace ``target`` with ``content`` (UTF-8) in one step; create its directory.
@@ -80,6 +82,38 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
+
+
+def output_path(target: Union[str, Path], name: str) -> Path:
+    """Where to write a tool's output file ``target`` (``name`` is its option or argument,
+    ``--html``, ``OUT``), checked before anything is written.
+
+    :func:`write_atomic` renames a new file over its target: over ``/dev/full`` or a FIFO it
+    would put a regular file in the device's place, over a symlink a file in the link's. So a
+    symlink is followed (the file it points to is replaced, the link stays) and an existing
+    directory, FIFO, device or socket is refused.
+
+    :raises UsageError: ``target`` (or what it links to) exists and is not a regular file.
+    """
+    path = Path(target)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return path  # missing, or no such folder: writing says what is wrong, if anything
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:  # a dangling link: the file it names is created
+            return Path(os.path.realpath(path))
+        except OSError as exc:  # a loop of links: renaming over it would replace the link
+            msg = f"{name} {path}: {exc.strerror or exc}"
+            raise UsageError(msg) from exc
+        path = Path(os.path.realpath(path))
+    if stat.S_ISREG(mode):
+        return path
+    kind = "directory" if stat.S_ISDIR(mode) else _kind(mode)
+    msg = f"{name} {target}: is a {kind}, not a regular file (refusing to replace it)"
+    raise UsageError(msg)
 
 
 def _kind(mode: int) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
 from malaunch.errors import TopologyError, UsageError
+from malaunch.files import output_path
 from malaunch.log import logger
 from malaunch.topology.ranktable.hccn import DEFAULT_PATH, read_hccn_conf
 from malaunch.topology.ranktable.schema import plural
@@ -108,10 +109,15 @@ def this_host_ip() -> str:
 
 
 def generate_file(target: Path, devices: str, server_id: str, hccn_conf: Path) -> str:
-    """Write the table of this server to ``target`` atomically; return a one-line summary."""
+    """Write the table of this server to ``target`` atomically; return a one-line summary.
+
+    ``target`` as in :func:`malaunch.files.output_path`: a link is followed, a directory, FIFO
+    or device refused.
+    """
+    destination = output_path(target, "OUT")
     ids = parse_device_spec(devices)
     table = single_server_table(server_id, ids, read_hccn_conf(hccn_conf), str(hccn_conf))
-    write_table(target, render(table))
+    write_table(destination, render(table))
     return (
         f"wrote {target}: template 1 version 1.0, server {server_id}, "
         f"{plural(len(ids), 'rank')} on devices {spans(ids)} (device IPs from {hccn_conf})"
