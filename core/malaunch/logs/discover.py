@@ -11,12 +11,12 @@ launchers' console output (``node-<k>.log``), which is not a rank log and is lef
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from malaunch.errors import MissingInputError
+from malaunch.supervisor import runlog
 from malaunch.supervisor.runlog import MANIFEST
 
 MAX_DEPTH = 2  # a folder of simulate directories: folder / simulate dir / node-<k>
@@ -46,12 +46,12 @@ class RankLog:
 
 
 def load_manifest(directory: Path) -> Optional[Dict[str, Any]]:
-    """The manifest in ``directory``, or None (missing, being replaced, or not JSON)."""
+    """The manifest in ``directory``, or None (missing, being replaced, not a regular file, or
+    not a JSON object)."""
     try:
-        loaded = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        return runlog.load_manifest(directory / MANIFEST)
     except (OSError, ValueError):
         return None
-    return loaded if isinstance(loaded, dict) else None
 
 
 def is_simulate_parent(manifest: Dict[str, Any]) -> bool:
