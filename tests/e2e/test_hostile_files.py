@@ -1,0 +1,328 @@
+"""Hostile files (issue 13): output paths, special files and permissions, through the CLI.
+
+The installed ``malaunch`` runs as a subprocess with a time limit (a hang fails the test
+instead of blocking the suite). Each refusal is checked for its exit code (SPEC §3) and its
+exact one line; nothing may be left behind or replaced.
+
+Output files (``ranktable convert`` / ``generate``, ``report --html``) are written by renaming
+a new file over the target, so a FIFO, a device or a symlink there would be replaced: those are
+made in ``tmp_path`` (a FIFO, a link, a device node of its own): never a real ``/dev`` entry,
+which a regression would replace.
+
+Permission errors need a file root cannot read: as root the tests drop ``CAP_DAC_OVERRIDE``
+and ``CAP_DAC_READ_SEARCH`` with ``setpriv`` (util-linux) and run ``malaunch`` under it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import pytest
+
+from malaunch.testing import CliResult, clean_env, run_cli
+from malaunch.testing.commands import malaunch_executable
+
+TIMEOUT = 20.0
+SHARED = Path(__file__).parents[1] / "fixtures" / "shared"
+T2 = SHARED / "ranktable_template2_2pods_8dev.json"
+HCCN = SHARED / "hccn_conf_example.conf"
+ERROR = "malaunch: error: "
+WARNING = "malaunch: warning: "
+
+
+def refused(result: CliResult, code: int, line: str) -> None:
+    """Exactly one line on stderr, nothing on stdout, the exit code."""
+    shown = f"exit {result.code}\nstderr: {result.stderr[:2000]!r}\nstdout: {result.stdout[:300]!r}"
+    assert (result.code, result.stderr, result.stdout) == (code, f"{ERROR}{line}\n", ""), shown
+
+
+def entries(folder: Path) -> List[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+# --- output files: a link is followed, anything but a regular file refused ------------------
+
+
+def convert(out: Path) -> CliResult:
+    return run_cli(["ranktable", "convert", str(T2), str(out)], timeout=TIMEOUT)
+
+
+def generate(out: Path) -> CliResult:
+    args = ["ranktable", "generate", str(out), "--hccn-conf", str(HCCN), "--server-id", "192.0.2.1"]
+    return run_cli(args, timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The log dir of a finished one-process run, for ``report``."""
+    logs = tmp_path_factory.mktemp("run") / "logs"
+    args = ["--framework", "torch_ddp", "--topology", "local", "--log-dir", str(logs), "--", "true"]
+    result = run_cli(args, timeout=TIMEOUT)
+    assert result.code == 0, result.stderr
+    return logs
+
+
+def report(run_dir: Path, out: Path) -> CliResult:
+    return run_cli(["report", str(run_dir), "--html", str(out)], timeout=TIMEOUT)
+
+
+# The commands that write an output file, and how their one line names it.
+WRITERS = {"convert": "TARGET", "generate": "OUT", "report": "--html"}
+
+
+def write(kind: str, out: Path, run_dir: Path) -> CliResult:
+    if kind == "convert":
+        return convert(out)
+    return generate(out) if kind == "generate" else report(run_dir, out)
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_an_output_fifo_is_refused_and_stays(kind: str, tmp_path: Path, run_dir: Path) -> None:
+    out = tmp_path / "out"
+    os.mkfifo(out)
+    result = write(kind, out, run_dir)
+    name = WRITERS[kind]
+    refused(result, 64, f"{name} {out}: is a FIFO, not a regular file (refusing to replace it)")
+    assert stat.S_ISFIFO(os.lstat(out).st_mode)
+    assert entries(tmp_path) == ["out"]  # no temporary file either
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_an_output_directory_is_refused(kind: str, tmp_path: Path, run_dir: Path) -> None:
+    out = tmp_path / "folder"
+    out.mkdir()
+    result = write(kind, out, run_dir)
+    name = WRITERS[kind]
+    refused(
+        result, 64, f"{name} {out}: is a directory, not a regular file (refusing to replace it)"
+    )
+    assert entries(out) == []
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_an_output_device_is_refused(kind: str, tmp_path: Path, run_dir: Path) -> None:
+    # A device node of its own in tmp_path (null's numbers), never a real /dev entry: should
+    # the check ever regress, only this copy would be replaced.
+    out = tmp_path / "null"
+    try:
+        os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("cannot make a device node here (no CAP_MKNOD)")
+    result = write(kind, out, run_dir)
+    name = WRITERS[kind]
+    refused(result, 64, f"{name} {out}: is a device, not a regular file (refusing to replace it)")
+    assert stat.S_ISCHR(os.lstat(out).st_mode)
+    assert entries(tmp_path) == ["null"]
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+@pytest.mark.parametrize("existing", [True, False], ids=["to-a-file", "dangling"])
+def test_an_output_symlink_is_followed(
+    kind: str, existing: bool, tmp_path: Path, run_dir: Path
+) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "table.json"
+    if existing:
+        target.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    result = write(kind, link, run_dir)
+    assert result.code == 0, result.stderr
+    assert result.stdout.startswith(f"wrote {link}")
+    assert link.is_symlink()
+    assert os.readlink(link) == str(target)
+    written = target.read_text()
+    assert written.startswith("<!DOCTYPE html>" if kind == "report" else "{")
+    assert entries(tmp_path) == ["link.json", "real"]
+    assert entries(tmp_path / "real") == ["table.json"]
+
+
+def test_a_loop_of_links_is_refused_and_stays(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.symlink_to(two)
+    two.symlink_to(one)
+    refused(convert(one), 64, f"TARGET {one}: Too many levels of symbolic links")
+    assert one.is_symlink() and two.is_symlink()
+
+
+# --- a launcher's own files that are not what it wrote ---------------------------------------
+
+LOCAL = ("--framework", "torch_ddp", "--topology", "local")
+
+
+def launch_in(log_dir: Path, *command: str) -> CliResult:
+    args = [*LOCAL, "--console-ranks", "none", "--log-dir", str(log_dir), "--", *command]
+    return run_cli(args, cwd=log_dir.parent, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("label", "make", "reason"),
+    [
+        ("fifo", os.mkfifo, "is a FIFO, not a regular file"),
+        ("deep", lambda path: path.write_text("[" * 100_000), "not a manifest (JSON nested too "
+                                                              "deeply to read)"),
+        ("huge-int", lambda path: path.write_text('{"files": [' + "9" * 5000 + "]}"),
+         "not a manifest (an integer too long to read)"),
+        ("files-not-a-list", lambda path: path.write_text('{"files": 7}'), None),
+    ],
+)  # fmt: skip
+def test_a_previous_manifest_that_is_no_manifest(
+    label: str, make: object, reason: Optional[str], tmp_path: Path
+) -> None:
+    """A FIFO named malaunch-run.json hung the launcher (its open blocked); a deep or huge-int
+    one raised. Now it counts as no previous run, with one warning, and is replaced."""
+    del label
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    manifest = logs / "malaunch-run.json"
+    make(manifest)  # type: ignore[operator]
+    result = launch_in(logs, "true")
+    assert result.code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
+    expected = (
+        [] if reason is None else [f"{WARNING}{manifest}: {reason}; no previous run to clear"]
+    )
+    assert warnings == expected
+    assert "Traceback" not in result.stderr
+    assert stat.S_ISREG(os.lstat(manifest).st_mode)
+    assert json.loads(manifest.read_text())["files"] == [str(logs / "worker-0.log")]
+
+
+@pytest.fixture
+def run_with_fifo_log(tmp_path: Path) -> Path:
+    """A two-rank run whose rank 1 log has been replaced by a FIFO."""
+    logs = tmp_path / "logs"
+    args = [*LOCAL, "--nproc-per-node", "2", "--console-ranks", "none", "--log-dir", str(logs),
+            "--", "sh", "-c", "echo hello"]  # fmt: skip
+    result = run_cli(args, timeout=TIMEOUT)
+    assert result.code == 0, result.stderr
+    (logs / "worker-1.log").unlink()
+    os.mkfifo(logs / "worker-1.log")
+    return logs
+
+
+def test_logs_skip_a_fifo_log_with_one_warning(run_with_fifo_log: Path) -> None:
+    logs = run_with_fifo_log
+    result = run_cli(["logs", str(logs)], timeout=TIMEOUT)
+    assert result.code == 0, result.stderr
+    assert result.stdout == "[node 0 rank 0] hello\n"
+    assert result.stderr == (
+        f"{WARNING}{logs / 'worker-1.log'}: not a regular file; its lines are left out\n"
+    )
+
+
+def test_logs_follow_skips_a_fifo_log_and_index(run_with_fifo_log: Path) -> None:
+    logs = run_with_fifo_log
+    (logs / "malaunch-index.bin").unlink()
+    os.mkfifo(logs / "malaunch-index.bin")  # its open blocked too
+    proc = subprocess.Popen(
+        [malaunch_executable(), "logs", "--follow", str(logs)],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        # A follower stuck on the FIFO would never print: wait for its first line, bounded.
+        ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT)
+        assert ready, "logs --follow printed nothing: stuck on the FIFO?"
+        first = proc.stdout.readline()
+        time.sleep(0.5)  # several polls: the FIFO must not be warned about again
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert first + out == "[node 0 rank 0] hello\n"
+    assert err == f"{WARNING}{logs / 'worker-1.log'}: not a regular file; its lines are left out\n"
+
+
+# --- permission errors: 66 at once ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unprivileged() -> List[str]:
+    """The command prefix under which ``malaunch`` cannot read a mode-000 file."""
+    if os.geteuid() != 0:
+        return []  # an ordinary user already cannot
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): no way to deny a read")
+    prefix = [setpriv, "--inh-caps=-all", "--ambient-caps=-all",
+              "--bounding-set=-dac_override,-dac_read_search", "--"]  # fmt: skip
+    return prefix
+
+
+def run_denied(prefix: Sequence[str], args: Sequence[str], cwd: Path, **env: str) -> CliResult:
+    """``malaunch args`` under ``prefix``; the probe first proves a mode-000 file is unreadable
+    there (else the test would pass for the wrong reason or fail for one)."""
+    probe = cwd / "probe"
+    probe.write_text("x")
+    probe.chmod(0)
+    check = subprocess.run([*prefix, "cat", str(probe)], capture_output=True, check=False)
+    assert check.returncode != 0, "the permission drop did not take: root still reads 000 files"
+    probe.unlink()
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*prefix, malaunch_executable(), *args],
+        env=clean_env(env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert time.monotonic() - started < 10, "a permission error must not wait"
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def unreadable_copy(source: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / source.name
+    shutil.copyfile(source, copy)
+    copy.chmod(0)
+    return copy
+
+
+def test_validate_an_unreadable_table_is_66(unprivileged: List[str], tmp_path: Path) -> None:
+    table = unreadable_copy(T2, tmp_path)
+    result = run_denied(unprivileged, ["ranktable", "validate", str(table)], tmp_path)
+    refused(result, 66, f"rank table {table}: permission denied (Permission denied)")
+
+
+def test_convert_an_unreadable_table_is_66(unprivileged: List[str], tmp_path: Path) -> None:
+    table = unreadable_copy(T2, tmp_path)
+    out = tmp_path / "out.json"
+    result = run_denied(unprivileged, ["ranktable", "convert", str(table), str(out)], tmp_path)
+    refused(result, 66, f"rank table {table}: permission denied (Permission denied)")
+    assert not out.exists()
+
+
+def test_generate_an_unreadable_hccn_conf_is_66(unprivileged: List[str], tmp_path: Path) -> None:
+    conf = unreadable_copy(HCCN, tmp_path)
+    out = tmp_path / "out.json"
+    args = ["ranktable", "generate", str(out), "--hccn-conf", str(conf), "--server-id", "h"]
+    result = run_denied(unprivileged, args, tmp_path)
+    refused(result, 66, f"{conf}: cannot read: Permission denied")
+    assert not out.exists()
+
+
+def test_a_launch_on_an_unreadable_table_is_66_at_once(
+    unprivileged: List[str], tmp_path: Path
+) -> None:
+    table = unreadable_copy(T2, tmp_path)
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "60",
+            "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
+    result = run_denied(unprivileged, args, tmp_path, RANK_TABLE_FILE=str(table))
+    refused(result, 66, f"rank table {table}: permission denied (Permission denied)")
