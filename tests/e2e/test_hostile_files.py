@@ -326,3 +326,63 @@ def test_a_launch_on_an_unreadable_table_is_66_at_once(
             "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
     result = run_denied(unprivileged, args, tmp_path, RANK_TABLE_FILE=str(table))
     refused(result, 66, f"rank table {table}: permission denied (Permission denied)")
+
+
+# --- Volcano's mounted host files: regular files, bounded, at most 100,000 hosts ------------
+
+
+def many_hosts(count: int, separator: str = "\n") -> str:
+    return separator.join(f"h{index}" for index in range(count))
+
+
+def volcano_topology(folder: Path, source: str = "volcano") -> CliResult:
+    env = clean_env({"MALAUNCH_VOLCANO_DIR": str(folder), "VC_TASK_INDEX": "0"})
+    return run_cli(["topology", "--json", "--topology", source], env=env, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "source", "code", "says"),
+    [
+        ("worker.host", many_hosts(100_001), "volcano", 65,
+         "{file}: lists 100001 hosts; at most 100000 nodes in one job"),
+        # A million lines were parsed one by one (past 20 s) before: counted first now.
+        ("worker.host", many_hosts(1_000_000), "volcano", 65,
+         "{file}: lists 1000000 hosts; at most 100000 nodes in one job"),
+        ("VC_WORKER_HOSTS", many_hosts(100_001, ","), "volcano", 65,
+         "{file}: lists 100001 hosts; at most 100000 nodes in one job"),
+        ("ps.host", many_hosts(100_001), "volcano-tasks", 65,
+         "{file}: lists 100001 hosts; at most 100000 nodes in one job"),
+        ("VC_PS_HOSTS", many_hosts(100_001, ","), "volcano-tasks", 65,
+         "{file}: lists 100001 hosts; at most 100000 nodes in one job"),
+        ("worker.host", "a\n" * (17 << 20), "volcano", 65,
+         "{file}: is 35651584 bytes, more than 33554432 (no host file of 100000 hosts is that "
+         "large)"),
+        ("worker.host", None, "volcano", 66, "cannot read {file}: is a FIFO, not a regular file"),
+        ("VC_WORKER_HOSTS", None, "volcano", 66,
+         "cannot read {file}: is a FIFO, not a regular file"),
+        ("ps.host", None, "volcano-tasks", 66,
+         "cannot read {file}: is a FIFO, not a regular file"),
+    ],
+    ids=["100001-lines", "1000000-lines", "100001-commas", "tasks-100001-lines",
+         "tasks-100001-commas", "33MiB", "fifo", "fifo-comma-file", "tasks-fifo"],
+)  # fmt: skip
+def test_volcano_host_file(  # noqa: PLR0917 (pytest passes each parameter)
+    name: str, content: Optional[str], source: str, code: int, says: str, tmp_path: Path
+) -> None:
+    host_file = tmp_path / name
+    if content is None:
+        os.mkfifo(host_file)  # was reported as "does not exist" (is_file() is false for it)
+    else:
+        host_file.write_text(content)
+    if source == "volcano-tasks":
+        (tmp_path / "worker.host").write_text("w0")
+    started = time.monotonic()
+    refused(volcano_topology(tmp_path, source), code, says.format(file=host_file))
+    assert time.monotonic() - started < 10
+
+
+def test_volcano_host_file_of_100000_hosts_is_read(tmp_path: Path) -> None:
+    (tmp_path / "worker.host").write_text(many_hosts(100_000))
+    result = volcano_topology(tmp_path)
+    assert result.code == 0, result.stderr
+    assert len(json.loads(result.stdout)["nodes"]) == 100_000
