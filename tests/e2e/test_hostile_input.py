@@ -787,6 +787,11 @@ BAD_DEVICE_IDS = {
 }
 D0 = "server_list[0].device[0]"
 P0 = "group_list[0].instance_list[0]"
+# One server more devices than one launcher starts (MAX_LOCAL_PROCESSES, 10,000).
+TOO_MANY_DEVICES = [
+    {"device_id": str(n), "device_ip": f"10.0.{n // 256}.{n % 256}", "rank_id": str(n)}
+    for n in range(10_001)
+]
 
 TABLE_CASES: List[Case] = [
     *(validate(f"{key}={label}", device0(key, value), f"{D0}.{key}")
@@ -822,6 +827,10 @@ TABLE_CASES: List[Case] = [
     validate("global-table", top("server_group_list", []), "server_group_list"),
     validate("device=string", server0("device", "x"), "server_list[0].device"),
     validate("device=null-entry", server0("device", [None]), D0),
+    validate("device=10001-entries", server0("device", TOO_MANY_DEVICES),
+             "server_list[0].device: lists 10001 devices; at most 10000 on one server"),
+    validate("t2-devices=10001-entries", pod0("devices", TOO_MANY_DEVICES),
+             f"{P0}.devices: lists 10001 devices; at most 10000 on one server"),
     validate("deep-list", DEEP_LIST.encode(), "nested too deeply"),
     validate("deep-server-list", b'{"status": "completed", "server_list": '
              + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
@@ -856,6 +865,10 @@ TABLE_CASES: List[Case] = [
     validate("v1.2-super_pod_list=string", super_pods("x"), "super_pod_list"),
     # What a launch makes of the same files: bad values 65, unreadable JSON "not ready" 69.
     launch_on("device_id=5000-digit-string", device0("device_id", HUGE), f"{D0}.device_id"),
+    launch_on("device=10001-entries", server0("device", TOO_MANY_DEVICES),
+              "server_list[0].device: lists 10001 devices; at most 10000 on one server"),
+    launch_on("t2-devices=10001-entries", pod0("devices", TOO_MANY_DEVICES),
+              f"{P0}.devices: lists 10001 devices; at most 10000 on one server"),
     launch_on("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE), code=69),
     launch_on("deep-list", DEEP_LIST.encode(), "nested too deeply", code=69),
     launch_on("truncated", json.dumps(V1).encode()[:40], "JSON", code=69),
