@@ -386,3 +386,35 @@ def test_volcano_host_file_of_100000_hosts_is_read(tmp_path: Path) -> None:
     result = volcano_topology(tmp_path)
     assert result.code == 0, result.stderr
     assert len(json.loads(result.stdout)["nodes"]) == 100_000
+
+
+# --- a completed rank table with an integer too long to convert: 65 at once -----------------
+
+
+def test_a_launch_on_a_table_with_a_5000_digit_number_fails_at_once(tmp_path: Path) -> None:
+    """It was "not ready" (unreadable JSON) for the whole --wait-timeout, then 69, with Python's
+    hint about sys.set_int_max_str_digits() and no JSON path."""
+    table = tmp_path / "table.json"
+    text = T2.read_text().replace('"device_id": "0"', '"device_id": ' + "9" * 5000, 1)
+    table.write_text(text)
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "60",
+            "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
+    env = clean_env({"RANK_TABLE_FILE": str(table)})
+    started = time.monotonic()
+    result = run_cli(args, env=env, timeout=TIMEOUT)
+    assert time.monotonic() - started < 10
+    path = "group_list[0].instance_list[0].devices[0].device_id"
+    refused(result, 65, f"rank table {table}: {path}: an integer of 5000 digits (at most 4300)")
+
+
+def test_a_table_not_completed_with_a_5000_digit_number_is_not_ready(tmp_path: Path) -> None:
+    # Its producer may still rewrite it: waited for, and the reason names the JSON path.
+    table = tmp_path / "table.json"
+    text = T2.read_text().replace('"device_id": "0"', '"device_id": ' + "9" * 5000, 1)
+    table.write_text(text.replace('"completed"', '"initializing"'))
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "0",
+            "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
+    result = run_cli(args, env=clean_env({"RANK_TABLE_FILE": str(table)}), timeout=TIMEOUT)
+    path = "group_list[0].instance_list[0].devices[0].device_id"
+    refused(result, 69, f"rank table {table} (from RANK_TABLE_FILE) not ready after 0s: {path}: "
+            "an integer of 5000 digits (at most 4300) (see --wait-timeout)")  # fmt: skip

@@ -796,7 +796,8 @@ TOO_MANY_DEVICES = [
 TABLE_CASES: List[Case] = [
     *(validate(f"{key}={label}", device0(key, value), f"{D0}.{key}")
       for key in ("device_id", "rank_id") for label, value in BAD_DEVICE_IDS.items()),
-    validate("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE)),
+    validate("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE),
+             f"{D0}.device_id: an integer of 5000 digits (at most 4300)"),
     validate("device_id=1e400", device0("device_id", RAW, raw="1e400"), f"{D0}.device_id"),
     validate("device_id=NaN", device0("device_id", RAW, raw="NaN"), f"{D0}.device_id"),
     validate("rank_id=gap", device0("rank_id", "5"), f"{D0}.rank_id"),
@@ -863,13 +864,15 @@ TABLE_CASES: List[Case] = [
     validate("v1.2-super_pod_id=float", super_pods([{**ONE_SUPER_POD[0], "super_pod_id": 1.5}]),
              "super_pod_list[0].super_pod_id"),
     validate("v1.2-super_pod_list=string", super_pods("x"), "super_pod_list"),
-    # What a launch makes of the same files: bad values 65, unreadable JSON "not ready" 69.
+    # What a launch makes of the same files: bad values 65 (an integer too long to convert is
+    # one, not unreadable JSON), unreadable JSON "not ready" 69.
     launch_on("device_id=5000-digit-string", device0("device_id", HUGE), f"{D0}.device_id"),
     launch_on("device=10001-entries", server0("device", TOO_MANY_DEVICES),
               "server_list[0].device: lists 10001 devices; at most 10000 on one server"),
     launch_on("t2-devices=10001-entries", pod0("devices", TOO_MANY_DEVICES),
               f"{P0}.devices: lists 10001 devices; at most 10000 on one server"),
-    launch_on("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE), code=69),
+    launch_on("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE),
+              f"{D0}.device_id: an integer of 5000 digits (at most 4300)"),
     launch_on("deep-list", DEEP_LIST.encode(), "nested too deeply", code=69),
     launch_on("truncated", json.dumps(V1).encode()[:40], "JSON", code=69),
     launch_on("server_id=shell", server0("server_id", "$(id)"), "$(id)"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import List, Mapping, Tuple
+from typing import List, Mapping, Optional, Tuple, Union
 
 from malaunch.errors import TopologyError
 
@@ -39,21 +39,37 @@ def load_json(env: Mapping[str, str], name: str) -> object:
     if len(raw) > MAX_JSON_VARIABLE:
         msg = f"{name} is {len(raw)} characters, more than {MAX_JSON_VARIABLE}: not a real {name}"
         raise TopologyError(msg)
-    long_ints: List[_LongInt] = []
     try:
-        doc = json.loads(raw, parse_int=lambda text: _json_int(text, long_ints))
+        doc, long_int = loads(raw)
     except ValueError as exc:  # JSONDecodeError, or a conversion the hook did not catch
         msg = f"{name} is not valid JSON ({exc})"
         raise TopologyError(msg) from exc
     except RecursionError as exc:
         msg = f"{name} is not valid JSON (nested too deeply to read)"
         raise TopologyError(msg) from exc
-    if long_ints:
-        path, digits = _long_int_path(doc)
-        where = f"{name}: {path}" if path else name
-        msg = f"{where}: an integer of {digits} digits (at most {MAX_JSON_INT_DIGITS})"
-        raise TopologyError(msg)
+    if long_int is not None:
+        raise TopologyError(long_int_message(name, long_int))
     return doc
+
+
+def loads(raw: Union[str, bytes]) -> Tuple[object, Optional[Tuple[str, int]]]:
+    """``json.loads(raw)`` with integers of more than :data:`MAX_JSON_INT_DIGITS` digits kept
+    as placeholders: the document, and the JSON path and digits of the first such integer (None
+    when there is none). The document is only of use when there is none.
+
+    :raises ValueError, RecursionError: as ``json.loads`` (bad syntax or encoding, too deep).
+    """
+    long_ints: List[_LongInt] = []
+    doc = json.loads(raw, parse_int=lambda text: _json_int(text, long_ints))
+    return doc, (_long_int_path(doc) if long_ints else None)
+
+
+def long_int_message(where: str, long_int: Tuple[str, int]) -> str:
+    """``where: path: an integer of N digits (at most 4300)``; an empty ``where`` or path (the
+    whole document is the integer) is left out."""
+    path, digits = long_int
+    what = f"an integer of {digits} digits (at most {MAX_JSON_INT_DIGITS})"
+    return ": ".join(part for part in (where, path, what) if part)
 
 
 def _json_int(text: str, long_ints: List[_LongInt]) -> object:

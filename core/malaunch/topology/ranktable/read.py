@@ -10,14 +10,14 @@ for on a ConfigMap or shared-storage file, hence sleeping between reads.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.files import NotAFile, TooLarge, read_regular
 from malaunch.progress import Waiting
+from malaunch.topology.jsonvar import loads, long_int_message
 from malaunch.topology.ranktable.schema import MISSING, gc_paused, shown
 
 DIRECTORY_FILES = ("jobstart_hccl.json", "hccl.json")
@@ -71,28 +71,37 @@ def _read(path: Path) -> Union[bytes, NotReady]:
 
 
 def read_once(path: Path) -> Union[Ready, NotReady]:
-    """One look at the file: the document when its status is "completed", else why not."""
+    """One look at the file: the document when its status is "completed", else why not.
+
+    A completed table holding an integer past :data:`MAX_JSON_INT_DIGITS` digits is whole JSON
+    that waiting cannot mend: :class:`TopologyError` (65) naming its JSON path, at once.
+    """
     raw = _read(path)
     if isinstance(raw, NotReady):
         return raw
-    data = _parse(raw)
-    if isinstance(data, NotReady):
-        return data
+    parsed = _parse(raw)
+    if isinstance(parsed, NotReady):
+        return parsed
+    data, long_int = parsed
     if type(data) is not dict:
         return NotReady("malformed", f"expected a JSON object, got a {type(data).__name__}")
     # Status first: the initial ConfigMap is only {"status": "initializing"}.
     status = data.get("status", MISSING)
+    if long_int is not None:
+        if status == "completed":
+            raise TopologyError(long_int_message(f"rank table {path}", long_int))
+        return NotReady("malformed", long_int_message("", long_int))
     if status == "completed":
         return Ready(path, raw, data)
     return NotReady("status", _status_reason(status))
 
 
-def _parse(raw: bytes) -> Union[Any, NotReady]:
+def _parse(raw: bytes) -> Union[Tuple[Any, Optional[Tuple[str, int]]], NotReady]:
     if not raw.strip():
         return NotReady("malformed", "the file is empty")
     try:
         with gc_paused():
-            return json.loads(raw)
+            return loads(raw)
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
         return NotReady("malformed", f"not valid JSON: {exc}")
     except RecursionError:
