@@ -24,7 +24,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -418,3 +418,68 @@ def test_a_table_not_completed_with_a_5000_digit_number_is_not_ready(tmp_path: P
     path = "group_list[0].instance_list[0].devices[0].device_id"
     refused(result, 69, f"rank table {table} (from RANK_TABLE_FILE) not ready after 0s: {path}: "
             "an integer of 5000 digits (at most 4300) (see --wait-timeout)")  # fmt: skip
+
+
+# --- an unusable log dir: 64 before the topology wait, a dry run too --------------------------
+
+LONG = "a" * 5000
+
+
+def log_dir_case(tmp: Path, kind: str) -> Tuple[str, str, str]:
+    """(the log dir, how the line shows it, why it cannot be one), made in ``tmp``."""
+    if kind == "fifo":
+        os.mkfifo(tmp / "fifo")
+        why = "cannot create the log directory: it exists and is not a directory"
+        return str(tmp / "fifo"), str(tmp / "fifo"), why
+    if kind == "under-a-file":
+        (tmp / "file").write_text("x")
+        why = "cannot create the log directory: Not a directory"
+        return str(tmp / "file" / "x"), str(tmp / "file" / "x"), why
+    if kind == "5000-characters":
+        path = f"{tmp}/{LONG}"
+        shown = f"{path[:100]}... ({len(path)} characters)"  # a long path is cut in the line
+        return path, shown, "cannot create the log directory: File name too long"
+    return "/proc/self", "/proc/self", "cannot create files in the log directory: {reason}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "under-a-file", "5000-characters", "proc-self"])
+@pytest.mark.parametrize("how", ["--log-dir", "MALAUNCH_LOG_DIR", "MA_LOG_DIR"])
+@pytest.mark.parametrize("dry_run", [False, True], ids=["launch", "dry-run"])
+def test_an_unusable_log_dir_is_64_before_the_wait(
+    kind: str, how: str, dry_run: bool, tmp_path: Path
+) -> None:
+    """It was 71 ("a process could not be started") after three warnings, and only after the
+    topology wait; a dry run accepted it. A rank table that never comes (--wait-timeout 60)
+    shows the check runs first."""
+    log_dir, shown, why = log_dir_case(tmp_path, kind)
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "60"]
+    env = {"RANK_TABLE_FILE": str(tmp_path / "never.json")}
+    if how == "--log-dir":
+        args += ["--log-dir", log_dir]
+    else:
+        env[how] = log_dir
+    args += [*(["--dry-run"] if dry_run else []), "--", "true"]
+    started = time.monotonic()
+    result = run_cli(args, env=clean_env(env), cwd=tmp_path, timeout=TIMEOUT)
+    assert time.monotonic() - started < 10, "the log dir must be checked before the wait"
+    name = f"{how} " if how == "--log-dir" else f"{how}="
+    line = f"{name}{shown}: {why}"
+    # /proc/self: creating the probe file says ENOENT; a dry run, which creates nothing, finds
+    # the folder not writable.
+    line = line.format(reason="Permission denied" if dry_run else "No such file or directory")
+    refused(result, 64, line)
+
+
+def test_a_launch_that_fails_leaves_no_log_dir_it_made(tmp_path: Path) -> None:
+    # The log dir is made before the topology wait; a launch that starts nothing removes it.
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "0",
+            "--log-dir", "a/b/logs", "--", "true"]  # fmt: skip
+    env = clean_env({"RANK_TABLE_FILE": str(tmp_path / "never.json")})
+    result = run_cli(args, env=env, cwd=tmp_path, timeout=TIMEOUT)
+    assert result.code == 69, result.stderr
+    assert entries(tmp_path) == []
+    (tmp_path / "a").mkdir()  # a folder that was there stays
+    result = run_cli(args, env=env, cwd=tmp_path, timeout=TIMEOUT)
+    assert result.code == 69, result.stderr
+    assert entries(tmp_path) == ["a"]
+    assert entries(tmp_path / "a") == []
