@@ -483,3 +483,76 @@ def test_a_launch_that_fails_leaves_no_log_dir_it_made(tmp_path: Path) -> None:
     assert result.code == 69, result.stderr
     assert entries(tmp_path) == ["a"]
     assert entries(tmp_path / "a") == []
+
+
+# --- ranktable generate: its options and hccn.conf through the one integer parser -----------
+
+HUGE = "9" * 5000
+AR = {n: chr(0x0660 + n) for n in range(10)}  # ARABIC-INDIC DIGIT n (int() takes them)
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["--devices", HUGE],  # int() past its 4,300-digit limit: exit 70 before
+         f'--devices "{"9" * 40}... (5000 characters)": "{"9" * 40}... (5000 characters)" is '
+         "not a device id or range (expected e.g. 0-7, 0,1,2,3 or [0,8))"),
+        (["--devices", f"0-{HUGE}"],
+         f'--devices "0-{"9" * 38}... (5002 characters)": "{"9" * 40}... (5000 characters)" is '
+         "not a device id (expected a number 0-15)"),
+        (["--devices", f"[0,{HUGE})"],
+         f'--devices "[0,{"9" * 37}... (5004 characters)": "{"9" * 40}... (5000 characters)" is '
+         "not a device id (expected a number 0-15)"),
+        # Arabic-Indic digits were read as devices 0-7.
+        (["--devices", f"[{AR[0]},{AR[8]})"],
+         f'--devices "[{AR[0]},{AR[8]})": "{AR[0]}" is not a device id (expected a number 0-15)'),
+        (["--devices", f"{AR[0]}-{AR[7]}"],
+         f'--devices "{AR[0]}-{AR[7]}": "{AR[0]}" is not a device id (expected a number 0-15)'),
+        (["--devices", f"0,{AR[1]}"],
+         f'--devices "0,{AR[1]}": "{AR[1]}" is not a device id or range (expected e.g. 0-7, '
+         "0,1,2,3 or [0,8))"),
+        (["--devices", "0-1_5"],
+         '--devices "0-1_5": "1_5" is not a device id (expected a number 0-15)'),
+        # Written into a table that `ranktable validate` and a launch then refused.
+        (["--server-id", "$(id)"],
+         '--server-id "$(id)": expected a host name or address of at most 63 characters'),
+        (["--server-id", "a b"],
+         '--server-id "a b": expected a host name or address of at most 63 characters'),
+        (["--server-id", "a" * 64],
+         f'--server-id "{"a" * 40}... (64 characters)": expected a host name or address of at most 63 characters'),
+    ],
+    ids=["devices-5000-digits", "devices-range-5000-digits", "devices-interval-5000-digits",
+         "devices-arabic-interval", "devices-arabic-range", "devices-arabic-item",
+         "devices-underscore", "server-id-shell", "server-id-space", "server-id-64-chars"],
+)  # fmt: skip
+def test_generate_refuses_an_option(options: List[str], line: str, tmp_path: Path) -> None:
+    out = tmp_path / "hccl.json"
+    args = ["ranktable", "generate", str(out), "--hccn-conf", str(HCCN), "--server-id",
+            "192.0.2.1", *options]  # fmt: skip
+    refused(run_cli(args, timeout=TIMEOUT), 64, line)
+    assert entries(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (f"address_{HUGE}=198.51.100.1\n",  # int() past its limit: exit 70 before
+         f'line 1: "address_{"9" * 32}... (5008 characters)": expected address_<N> with N a '
+         "device number"),
+        (f"address_{AR[0]}=198.51.100.1\n",
+         f'line 1: "address_{AR[0]}": expected address_<N> with N a device number'),
+        ("address_0=198.51.100.1\naddress_1=" + "x" * 5000 + "\n",
+         f'line 2: address_1: "{"x" * 40}... (5000 characters)" is not an IP address'),
+        ("# comment\n" + "y" * 5000 + "\n",
+         f'line 2: "{"y" * 40}... (5000 characters)": expected KEY=VALUE'),
+    ],
+    ids=["address-5000-digits", "address-arabic", "ip-5000-characters", "line-5000-characters"],
+)  # fmt: skip
+def test_generate_refuses_an_hccn_conf_line(text: str, line: str, tmp_path: Path) -> None:
+    conf = tmp_path / "hccn.conf"
+    conf.write_text(text)
+    out = tmp_path / "hccl.json"
+    args = ["ranktable", "generate", str(out), "--hccn-conf", str(conf), "--devices", "0",
+            "--server-id", "192.0.2.1"]  # fmt: skip
+    refused(run_cli(args, timeout=TIMEOUT), 65, f"{conf} {line}")
+    assert entries(tmp_path) == ["hccn.conf"]
