@@ -24,7 +24,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -168,15 +168,16 @@ def launch_in(log_dir: Path, *command: str) -> CliResult:
     ("label", "make", "reason"),
     [
         ("fifo", os.mkfifo, "is a FIFO, not a regular file"),
-        ("deep", lambda path: path.write_text("[" * 100_000), "not a manifest (JSON nested too "
-                                                              "deeply to read)"),
+        ("deep", lambda path: path.write_text("[" * 100_000),
+         "not JSON (nested too deeply to read)"),
         ("huge-int", lambda path: path.write_text('{"files": [' + "9" * 5000 + "]}"),
-         "not a manifest (an integer too long to read)"),
+         "not JSON (an integer too long to read)"),
         ("files-not-a-list", lambda path: path.write_text('{"files": 7}'), None),
+        ("a-list", lambda path: path.write_text("[]"), "not a JSON object (a list)"),
     ],
 )  # fmt: skip
 def test_a_previous_manifest_that_is_no_manifest(
-    label: str, make: object, reason: Optional[str], tmp_path: Path
+    label: str, make: Callable[[Path], None], reason: Optional[str], tmp_path: Path
 ) -> None:
     """A FIFO named malaunch-run.json hung the launcher (its open blocked); a deep or huge-int
     one raised. Now it counts as no previous run, with one warning, and is replaced."""
@@ -184,7 +185,7 @@ def test_a_previous_manifest_that_is_no_manifest(
     logs = tmp_path / "logs"
     logs.mkdir()
     manifest = logs / "malaunch-run.json"
-    make(manifest)  # type: ignore[operator]
+    make(manifest)
     result = launch_in(logs, "true")
     assert result.code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
@@ -519,7 +520,8 @@ AR = {n: chr(0x0660 + n) for n in range(10)}  # ARABIC-INDIC DIGIT n (int() take
         (["--server-id", "a b"],
          '--server-id "a b": expected a host name or address of at most 63 characters'),
         (["--server-id", "a" * 64],
-         f'--server-id "{"a" * 40}... (64 characters)": expected a host name or address of at most 63 characters'),
+         f'--server-id "{"a" * 40}... (64 characters)": expected a host name or address of at '
+         "most 63 characters"),
     ],
     ids=["devices-5000-digits", "devices-range-5000-digits", "devices-interval-5000-digits",
          "devices-arabic-interval", "devices-arabic-range", "devices-arabic-item",
@@ -556,3 +558,26 @@ def test_generate_refuses_an_hccn_conf_line(text: str, line: str, tmp_path: Path
             "--server-id", "192.0.2.1"]  # fmt: skip
     refused(run_cli(args, timeout=TIMEOUT), 65, f"{conf} {line}")
     assert entries(tmp_path) == ["hccn.conf"]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("[" * 100_000, "not JSON (nested too deeply to read)"),  # was exit 70, RecursionError
+        ('{"a": ' + "9" * 5000 + "}", "not JSON (an integer too long to read)"),
+    ],
+    ids=["deep", "huge-int"],
+)
+def test_report_ignores_a_hostile_manifest(content: str, reason: str, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "malaunch-run.json").write_text(content)
+    out = tmp_path / "r.html"
+    result = run_cli(["report", str(run), "--html", str(out)], timeout=TIMEOUT)
+    assert result.code == 66
+    assert result.stderr == (
+        f"{WARNING}ignoring {run / 'malaunch-run.json'}: {reason}\n"
+        f"{ERROR}{run}: no readable malaunch-run.json or malaunch-summary.json there or in a "
+        "node-<k>/ below it; not the log dir of a malaunch run\n"
+    )
+    assert not out.exists()

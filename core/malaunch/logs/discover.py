@@ -49,7 +49,7 @@ def load_manifest(directory: Path) -> Optional[Dict[str, Any]]:
     """The manifest in ``directory``, or None (missing, being replaced, not a regular file, or
     not a JSON object)."""
     try:
-        return runlog.load_manifest(directory / MANIFEST)
+        return runlog.load_json_object(directory / MANIFEST)
     except (OSError, ValueError):
         return None
 

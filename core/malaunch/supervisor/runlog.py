@@ -61,7 +61,7 @@ def clear_previous_run(log_dir: Path) -> None:
     """
     manifest = log_dir / MANIFEST
     try:
-        previous = load_manifest(manifest)
+        previous = load_json_object(manifest)
     except FileNotFoundError:
         return
     except (OSError, ValueError) as exc:
@@ -182,32 +182,31 @@ def read_index(path: Path) -> List[Tuple[int, int, float]]:
     return [RECORD.unpack_from(data, at) for at in range(0, usable, RECORD.size)]
 
 
-def load_manifest(path: Path) -> Dict[str, Any]:
-    """The manifest at ``path``: a regular file of at most :data:`MAX_MANIFEST_BYTES`, read
-    without blocking (a FIFO in its place would hang the reader), holding a JSON object.
+def load_json_object(path: Path) -> Dict[str, Any]:
+    """The JSON object in a run's file (its manifest, its summary): a regular file of at most
+    :data:`MAX_MANIFEST_BYTES`, read without blocking (a FIFO in its place would hang the
+    reader). Also what ``malaunch logs`` and ``malaunch report`` read a run with.
 
     :raises OSError: missing or unreadable; :class:`NotAFile`, :class:`TooLarge` as
         :func:`read_regular`.
     :raises ValueError: not a JSON object (bad syntax, not UTF-8, nested too deeply, an integer
-        past Python's conversion limit).
+        past Python's conversion limit), said in a few words.
     """
     raw = read_regular(path, MAX_MANIFEST_BYTES)
     try:
         loaded = json.loads(raw)
     except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
+        raise ValueError("not JSON (nested too deeply to read)") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc}") from None
+        raise ValueError(f"not JSON ({exc})") from None
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text") from None
     except ValueError:  # Python's own words name sys.set_int_max_str_digits(), no help here
-        raise ValueError("an integer too long to read") from None
+        raise ValueError("not JSON (an integer too long to read)") from None
     if not isinstance(loaded, dict):
-        raise ValueError(f"expected a JSON object, got a {type(loaded).__name__}")
+        raise ValueError(f"not a JSON object (a {type(loaded).__name__})")
     return loaded
 
 
 def _why(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return f"not a manifest ({exc})"
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
