@@ -15,7 +15,9 @@ import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import List, Union
+from typing import List, Optional, Union
+
+from malaunch.errors import UsageError
 
 
 def write_atomic(target: Union[str, Path], content: str) -> None:
@@ -80,6 +82,90 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
+
+
+def output_path(target: Union[str, Path], name: str) -> Path:
+    """Where to write a tool's output file ``target`` (``name`` is its option or argument,
+    ``--html``, ``OUT``), checked before anything is written.
+
+    :func:`write_atomic` renames a new file over its target: over ``/dev/full`` or a FIFO it
+    would put a regular file in the device's place, over a symlink a file in the link's. So a
+    symlink is followed (the file it points to is replaced, the link stays) and an existing
+    directory, FIFO, device or socket is refused.
+
+    :raises UsageError: ``target`` (or what it links to) exists and is not a regular file.
+    """
+    path = Path(target)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return path  # missing, or no such folder: writing says what is wrong, if anything
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:  # a dangling link: the file it names is created
+            return Path(os.path.realpath(path))
+        except OSError as exc:  # a loop of links: renaming over it would replace the link
+            msg = f"{name} {path}: {exc.strerror or exc}"
+            raise UsageError(msg) from exc
+        path = Path(os.path.realpath(path))
+    if stat.S_ISREG(mode):
+        return path
+    kind = "directory" if stat.S_ISDIR(mode) else _kind(mode)
+    msg = f"{name} {target}: is a {kind}, not a regular file (refusing to replace it)"
+    raise UsageError(msg)
+
+
+def check_directory(path: Path, create: bool) -> Optional[Path]:
+    """That files can be created in the directory ``path``; ``create``: make it now. Returns
+    the topmost folder this made (None when ``path`` existed or nothing was to be made).
+
+    With ``create``, the directory and its parents are made and a probe file is created in it
+    and removed (a folder may refuse new files whatever its mode says: ``/proc/self``, a
+    read-only mount). Without (a dry run), nothing is created: ``path``, or the nearest of its
+    parents that exists, must be a directory this process may write to, and the name one the
+    system accepts.
+
+    :raises OSError: why not (``FileExistsError`` for something else than a directory there).
+    """
+    if create:
+        missing = [folder for folder in (path, *path.parents) if not os.path.lexists(folder)]
+        path.mkdir(parents=True, exist_ok=True)
+        made = missing[-1] if missing else None
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".malaunch-probe.", dir=path)
+        except OSError:
+            if made is not None:
+                remove_empty(path, made)
+            raise
+        os.close(fd)
+        os.unlink(probe)
+        return made
+    current = path
+    while True:
+        try:
+            mode = os.stat(current).st_mode
+        except FileNotFoundError:
+            if current.parent == current:
+                raise
+            current = current.parent  # to be created, with the folders above it
+            continue
+        if not stat.S_ISDIR(mode):
+            raise FileExistsError(errno.EEXIST, "File exists", str(current))
+        if not os.access(current, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "Permission denied", str(current))
+        return None
+
+
+def remove_empty(path: Path, top: Path) -> None:
+    """Remove ``path`` and its parents up to ``top`` included, as long as they are empty."""
+    for folder in (path, *path.parents):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == top:
+            return
 
 
 def _kind(mode: int) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 # Python's default limit on the digits int() converts: json.loads raises a bare ValueError,
 # without a position, past it. A fixed bound, so sys.set_int_max_str_digits(0) cannot make a
@@ -34,11 +34,15 @@ class JsonTooDeep(JsonLimitError):
 
 
 class JsonLongInteger(JsonLimitError):
-    """An integer of more than :data:`MAX_INT_DIGITS` digits, at ``path`` ('' for the whole)."""
+    """An integer of more than :data:`MAX_INT_DIGITS` digits, at ``path`` ('' for the whole).
 
-    def __init__(self, path: str, digits: int) -> None:
+    ``document`` is what was parsed, the integer left as a placeholder: a reader may still
+    look at other fields (a rank table's status) to decide what the error means."""
+
+    def __init__(self, path: str, digits: int, document: object = None) -> None:
         self.path = path
         self.digits = digits
+        self.document = document
         what = f"an integer of {digits} digits (at most {MAX_INT_DIGITS})"
         super().__init__(f"{path}: {what}" if path else what)
 
@@ -50,7 +54,7 @@ class _LongInt:
         self.digits = digits
 
 
-def loads(text: str, object_pairs_hook: Optional[PairsHook] = None) -> object:
+def loads(text: Union[str, bytes], object_pairs_hook: Optional[PairsHook] = None) -> object:
     """``json.loads`` with its depth and integer limits as :class:`JsonLimitError`.
 
     :raises json.JSONDecodeError: bad syntax, with its line and column.
@@ -69,7 +73,7 @@ def loads(text: str, object_pairs_hook: Optional[PairsHook] = None) -> object:
         raise JsonTooDeep from exc
     if long_ints:
         path, digits = _long_int_path(doc)
-        raise JsonLongInteger(path, digits or long_ints[0].digits)
+        raise JsonLongInteger(path, digits or long_ints[0].digits, doc)
     return doc
 
 

@@ -816,11 +816,17 @@ BAD_DEVICE_IDS = {
 }
 D0 = "server_list[0].device[0]"
 P0 = "group_list[0].instance_list[0]"
+# One server more devices than one launcher starts (MAX_LOCAL_PROCESSES, 10,000).
+TOO_MANY_DEVICES = [
+    {"device_id": str(n), "device_ip": f"10.0.{n // 256}.{n % 256}", "rank_id": str(n)}
+    for n in range(10_001)
+]
 
 TABLE_CASES: List[Case] = [
     *(validate(f"{key}={label}", device0(key, value), f"{D0}.{key}")
       for key in ("device_id", "rank_id") for label, value in BAD_DEVICE_IDS.items()),
-    validate("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE)),
+    validate("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE),
+             f"{D0}.device_id: an integer of 5000 digits (at most 4300)"),
     validate("device_id=1e400", device0("device_id", RAW, raw="1e400"), f"{D0}.device_id"),
     validate("device_id=NaN", device0("device_id", RAW, raw="NaN"), f"{D0}.device_id"),
     validate("rank_id=gap", device0("rank_id", "5"), f"{D0}.rank_id"),
@@ -851,6 +857,10 @@ TABLE_CASES: List[Case] = [
     validate("global-table", top("server_group_list", []), "server_group_list"),
     validate("device=string", server0("device", "x"), "server_list[0].device"),
     validate("device=null-entry", server0("device", [None]), D0),
+    validate("device=10001-entries", server0("device", TOO_MANY_DEVICES),
+             "server_list[0].device: lists 10001 devices; at most 10000 on one server"),
+    validate("t2-devices=10001-entries", pod0("devices", TOO_MANY_DEVICES),
+             f"{P0}.devices: lists 10001 devices; at most 10000 on one server"),
     validate("deep-list", DEEP_LIST.encode(), "nested too deeply"),
     validate("deep-server-list", b'{"status": "completed", "server_list": '
              + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
@@ -883,9 +893,15 @@ TABLE_CASES: List[Case] = [
     validate("v1.2-super_pod_id=float", super_pods([{**ONE_SUPER_POD[0], "super_pod_id": 1.5}]),
              "super_pod_list[0].super_pod_id"),
     validate("v1.2-super_pod_list=string", super_pods("x"), "super_pod_list"),
-    # What a launch makes of the same files: bad values 65, unreadable JSON "not ready" 69.
+    # What a launch makes of the same files: bad values 65 (an integer too long to convert is
+    # one, not unreadable JSON), unreadable JSON "not ready" 69.
     launch_on("device_id=5000-digit-string", device0("device_id", HUGE), f"{D0}.device_id"),
-    launch_on("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE), code=69),
+    launch_on("device=10001-entries", server0("device", TOO_MANY_DEVICES),
+              "server_list[0].device: lists 10001 devices; at most 10000 on one server"),
+    launch_on("t2-devices=10001-entries", pod0("devices", TOO_MANY_DEVICES),
+              f"{P0}.devices: lists 10001 devices; at most 10000 on one server"),
+    launch_on("device_id=5000-digit-number", device0("device_id", RAW, raw=HUGE),
+              f"{D0}.device_id: an integer of 5000 digits (at most 4300)"),
     launch_on("deep-list", DEEP_LIST.encode(), "nested too deeply", code=69),
     launch_on("truncated", json.dumps(V1).encode()[:40], "JSON", code=69),
     launch_on("server_id=shell", server0("server_id", "$(id)"), "$(id)"),

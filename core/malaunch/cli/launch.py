@@ -7,16 +7,18 @@ the exit code. The other commands live in :mod:`malaunch.cli.tools`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.errors import ExitCode, PluginError, UsageError
+from malaunch.files import check_directory, remove_empty
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
@@ -115,48 +117,100 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             conda_env=params["conda_env"],
         )
 
-    plan = make_plan()
-    warn_about_missing_data(plan.topology)
-    if params["dry_run"]:
-        click.echo(plan_json(plan, mappings))
-        return int(ExitCode.OK)
-    # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
-    # stay light.
-    from malaunch.supervisor.preflight import check_ports  # noqa: PLC0415 (start-up)
-    from malaunch.supervisor.supervise import SuperviseOptions, supervise  # noqa: PLC0415 (start-up)
+    # Before the topology wait: an unusable log dir fails now, not after it as a spawn error.
+    origin = log_dir_origin(ctx, params["log_dir"])
+    with log_dir_ready(log_dir, origin, create=not params["dry_run"]):
+        plan = make_plan()
+        warn_about_missing_data(plan.topology)
+        if params["dry_run"]:
+            click.echo(plan_json(plan, mappings))
+            return int(ExitCode.OK)
+        # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
+        # stay light.
+        from malaunch.supervisor.preflight import check_ports  # noqa: PLC0415 (start-up)
+        from malaunch.supervisor.supervise import SuperviseOptions, supervise  # noqa: PLC0415 (start-up)
 
-    job = job_of(plan, params)
-    check_ports(plan, job.port if job is not None else None)
-    staged = None
-    if mappings:
-        # Stage-in runs inside supervise(), once this node has joined the job: its failure
-        # then stops every node, and a long one does not count against --wait-timeout.
-        staged = StagingStep(
-            mappings,
-            os.environ,
-            plan.topology,
-            launch_dir=os.getcwd(),
-            sync_interval=params["sync_interval"],
+        job = job_of(plan, params)
+        check_ports(plan, job.port if job is not None else None)
+        staged = None
+        if mappings:
+            # Stage-in runs inside supervise(), once this node has joined the job: its failure
+            # then stops every node, and a long one does not count against --wait-timeout.
+            staged = StagingStep(
+                mappings,
+                os.environ,
+                plan.topology,
+                launch_dir=os.getcwd(),
+                sync_interval=params["sync_interval"],
+            )
+        options = SuperviseOptions(
+            log_dir=str(log_dir),
+            console_ranks=params["console_ranks"],
+            grace_period=params["grace_period"],
+            restart=restart,
+            forward_signals=forward_signals,
+            job=job,
+            hang=hang,
+            tail_lines=params["tail_lines"],
+            console_prefix=params["console_prefix"],
+            console_dedup=params["console_dedup"],
+            prepare=staged,
+            finish=staged.finish if staged is not None else None,
         )
-    options = SuperviseOptions(
-        log_dir=str(log_dir),
-        console_ranks=params["console_ranks"],
-        grace_period=params["grace_period"],
-        restart=restart,
-        forward_signals=forward_signals,
-        job=job,
-        hang=hang,
-        tail_lines=params["tail_lines"],
-        console_prefix=params["console_prefix"],
-        console_dedup=params["console_dedup"],
-        prepare=staged,
-        finish=staged.finish if staged is not None else None,
-    )
+        try:
+            return supervise(plan, options, replan=make_plan)
+        finally:
+            if staged is not None:
+                staged.cancel()  # after an error: the periodic uploads stop with the launcher
+
+
+def log_dir_origin(ctx: click.Context, value: Optional[str]) -> str:
+    """How the log dir was given, for messages: ``--log-dir X``, ``MALAUNCH_LOG_DIR=X``,
+    ``MA_LOG_DIR=X`` or the default."""
+    if value:
+        from_env = ctx.get_parameter_source("log_dir") == click.core.ParameterSource.ENVIRONMENT
+        return f"{ENV_PREFIX}_LOG_DIR={_short(value)}" if from_env else f"--log-dir {_short(value)}"
+    platform = os.environ.get("MA_LOG_DIR")
+    return f"MA_LOG_DIR={_short(platform)}" if platform else "--log-dir malaunch-logs (the default)"
+
+
+def _short(text: str) -> str:
+    """A path for a message: a 5,000-character one must not make a 5,000-character line."""
+    return text if len(text) <= 200 else f"{text[:100]}... ({len(text)} characters)"
+
+
+@contextlib.contextmanager
+def log_dir_ready(log_dir: Path, origin: str, create: bool) -> Iterator[None]:
+    """Check (``create``: make) the log dir, then run the body; the folders made are removed
+    again, if still empty, when the body fails before writing anything in them (a topology
+    that never became ready leaves no empty log dir behind)."""
+    made = check_log_dir(log_dir, origin, create)
     try:
-        return supervise(plan, options, replan=make_plan)
-    finally:
-        if staged is not None:
-            staged.cancel()  # after an error: the periodic uploads stop with the launcher
+        yield
+    except BaseException:
+        if made is not None:
+            remove_empty(log_dir, made)
+        raise
+
+
+def check_log_dir(log_dir: Path, origin: str, create: bool) -> Optional[Path]:
+    """:class:`UsageError` (64) naming ``origin`` when no file can be made in ``log_dir``; a
+    launch creates it, a dry run only looks (see :func:`malaunch.files.check_directory`).
+    Returns the topmost folder created, if any."""
+    try:
+        return check_directory(log_dir, create)
+    except FileExistsError as exc:
+        there = "it" if exc.filename in (None, str(log_dir)) else exc.filename
+        msg = f"{origin}: cannot create the log directory: {there} exists and is not a directory"
+        raise UsageError(msg) from exc
+    except OSError as exc:
+        what = (
+            "create files in the log directory"
+            if os.path.isdir(log_dir)
+            else "create the log directory"
+        )
+        msg = f"{origin}: cannot {what}: {exc.strerror or exc}"
+        raise UsageError(msg) from exc
 
 
 def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:

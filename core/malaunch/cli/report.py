@@ -21,7 +21,7 @@ from malaunch.errors import UsageError
     "--html",
     "out",
     metavar="OUT",
-    type=click.Path(path_type=Path),
+    type=click.Path(readable=False, path_type=Path),  # written, never read
     help="Write the page to OUT (one file: inline CSS and SVG, nothing fetched).  [required]",
 )
 def report_command(directory: Optional[Path], out: Optional[Path]) -> None:

@@ -140,28 +140,32 @@ def ranktable_group() -> None:
     """Check and convert HCCL rank tables."""
 
 
+# Paths are click.Path(readable=False): click would refuse an unreadable file as a usage
+# error (64); the commands read it themselves, and a permission error is 66 (SPEC §3).
+
+
 @ranktable_group.command("validate")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(readable=False, path_type=Path))
 def ranktable_validate(path: Path) -> None:
     """Check FILE and print what it describes."""
     click.echo(source.describe_file(path))
 
 
 @ranktable_group.command("convert")
-@click.argument("source_file", metavar="SOURCE", type=click.Path(path_type=Path))
-@click.argument("target", type=click.Path(path_type=Path))
+@click.argument("source_file", metavar="SOURCE", type=click.Path(readable=False, path_type=Path))
+@click.argument("target", type=click.Path(readable=False, path_type=Path))
 def ranktable_convert(source_file: Path, target: Path) -> None:
     """Write the template-1 (v1.0) equivalent of SOURCE to TARGET."""
     click.echo(source.convert_file(source_file, target))
 
 
 @ranktable_group.command("generate")
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(readable=False, path_type=Path))
 @click.option("--devices", default="0-7", show_default=True, help="0-7, 0,1,2,3 or [0,8).")
 @click.option("--server-id", help="Default: this host's IP, as hccl_tools.py finds it.")
 @click.option(
     "--hccn-conf",
-    type=click.Path(path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     default="/etc/hccn.conf",
     show_default=True,
 )

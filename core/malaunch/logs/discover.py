@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from malaunch.errors import MissingInputError
-from malaunch.files import read_regular
-from malaunch.jsontext import loads
+from malaunch.supervisor import runlog
 from malaunch.supervisor.runlog import MANIFEST
 
 MAX_DEPTH = 2  # a folder of simulate directories: folder / simulate dir / node-<k>
-MAX_MANIFEST = 256 * 1024 * 1024  # as malaunch report reads it: 100,000 processes is ~30 MB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +46,12 @@ class RankLog:
 
 
 def load_manifest(directory: Path) -> Optional[Dict[str, Any]]:
-    """The manifest in ``directory``, or None (missing, being replaced, not a regular file,
-    too large, or not JSON: also nested too deeply or holding a too-long integer)."""
+    """The manifest in ``directory``, or None (missing, being replaced, not a regular file, or
+    not a JSON object)."""
     try:
-        loaded = loads(read_regular(directory / MANIFEST, MAX_MANIFEST).decode("utf-8"))
-    except (OSError, ValueError):  # UnicodeDecodeError and jsontext's limits are ValueErrors
+        return runlog.load_json_object(directory / MANIFEST)
+    except (OSError, ValueError):
         return None
-    return loaded if isinstance(loaded, dict) else None
 
 
 def is_simulate_parent(manifest: Dict[str, Any]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from stat import S_ISREG
 from typing import BinaryIO, Dict, List, Optional, Tuple
 
 from malaunch.supervisor.runlog import RECORD
@@ -39,8 +40,12 @@ class IndexTail:
         then read from the start.
         """
         try:
-            with open(self.path, "rb") as handle:
-                stat = os.fstat(handle.fileno())
+            # Non-blocking, and regular files only: a FIFO in the index's place must not hang.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with open(fd, "rb") as handle:
+                stat = os.fstat(fd)
+                if not S_ISREG(stat.st_mode):
+                    return False, {}
                 head = handle.read(RECORD.size)
                 replaced = self.position > 0 and (
                     (stat.st_dev, stat.st_ino) != self.identity

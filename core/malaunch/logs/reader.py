@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from stat import S_ISREG
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from malaunch.log import logger
 from malaunch.logs.discover import RankLog
 from malaunch.logs.index import Record
 
@@ -56,13 +58,18 @@ class LogReader:
         self.records: List[Record] = []  # offsets past ``position``, in order, from ``applied``
         self.applied = 0
         self.seq = 0
+        self.warned = False  # about a log that is not a regular file
 
     def add_records(self, records: Sequence[Record]) -> None:
         self.records.extend(records)
 
     def size(self) -> int:
         """The file's size now (0 while it does not exist); a file replaced under the same name
-        or truncated is read again from its start."""
+        or truncated is read again from its start.
+
+        Only a regular file is read: a FIFO or device in a log's place (the directory may be a
+        copy, or hostile) would block or never end. It is skipped with one warning.
+        """
         try:
             stat = os.stat(self.log.path)
         except OSError:
@@ -70,16 +77,29 @@ class LogReader:
         identity = (stat.st_dev, stat.st_ino)
         if identity != self.identity:
             self.close()
-            try:
-                self.fd = os.open(self.log.path, os.O_RDONLY | os.O_CLOEXEC)
+            if not self._regular(stat.st_mode):
+                return 0
+            try:  # non-blocking: it may have been replaced by a FIFO since the stat
+                self.fd = os.open(self.log.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 return 0
             stat = os.fstat(self.fd)  # the file opened, should it have been replaced again
+            if not self._regular(stat.st_mode):
+                self.close()
+                return 0
             self.identity = (stat.st_dev, stat.st_ino)
             self.position = 0
         elif stat.st_size < self.position:
             self.position = 0
         return stat.st_size
+
+    def _regular(self, mode: int) -> bool:
+        if S_ISREG(mode):
+            return True
+        if not self.warned:
+            self.warned = True
+            logger.warning(f"{self.log.path}: not a regular file; its lines are left out")
+        return False
 
     def blocks(self, limit: int, final: bool) -> Iterator[Block]:
         """The blocks of the whole lines between ``position`` and byte ``limit``.

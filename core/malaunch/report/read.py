@@ -13,34 +13,26 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from malaunch.files import read_regular
-from malaunch.jsontext import loads
 from malaunch.log import logger
-from malaunch.supervisor.runlog import RECORD
+from malaunch.supervisor.runlog import RECORD, load_json_object
 
-MAX_JSON = 256 * 1024 * 1024  # a manifest of 100,000 processes is ~30 MB
 MAX_INDEX = 1024 * 1024 * 1024  # 50 million records
 LAST_MOMENT = 253402300799.0  # 9999-12-31: later (or before 1970) is not a time a run recorded
 
 
 def read_json(path: Path) -> Optional[Dict[str, Any]]:
     """The JSON object in ``path``; None (and a warning unless it is absent) otherwise."""
-    try:
-        loaded = loads(read_regular(path, MAX_JSON).decode("utf-8", "replace"))
+    try:  # the launcher's own reader: bounded, never blocking, any nesting or number refused
+        return load_json_object(path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:  # jsontext's limits (depth, long integers) too
+    except (OSError, ValueError) as exc:
         logger.warning(f"ignoring {path}: {_reason(exc)}")
         return None
-    if not isinstance(loaded, dict):
-        logger.warning(f"ignoring {path}: not a JSON object")
-        return None
-    return loaded
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return f"not JSON ({exc})"
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
 
 
 def read_arrivals(path: Path) -> Dict[int, List[float]]:

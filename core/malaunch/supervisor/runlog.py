@@ -32,9 +32,10 @@ import os
 import shutil
 import struct
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
-from malaunch.files import write_atomic
+from malaunch.files import read_regular, write_atomic
+from malaunch.jsontext import loads
 from malaunch.log import logger
 from malaunch.models import LaunchPlan
 from malaunch.supervisor.spawn import Child
@@ -43,6 +44,8 @@ MANIFEST = "malaunch-run.json"
 INDEX = "malaunch-index.bin"
 SUMMARY = "malaunch-summary.json"
 RECORD = struct.Struct("<IQd")
+# A manifest lists the topology and every log file: 200,000 ranks write about 60 MB.
+MAX_MANIFEST_BYTES = 256 << 20
 
 
 def iso(timestamp: float) -> str:
@@ -51,18 +54,29 @@ def iso(timestamp: float) -> str:
 
 
 def clear_previous_run(log_dir: Path) -> None:
-    """Remove what the run that last used ``log_dir`` listed: never anything else."""
+    """Remove what the run that last used ``log_dir`` listed: never anything else.
+
+    A manifest that cannot be read (a FIFO or device in its place, too large, not JSON, nested
+    too deeply) means no previous run to clear, with a warning: it is the launcher's own file,
+    which this run replaces.
+    """
     manifest = log_dir / MANIFEST
     try:
-        previous = json.loads(manifest.read_text(encoding="utf-8"))
+        previous = load_json_object(manifest)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        logger.warning(f"{manifest}: {_why(exc)}; no previous run to clear")
+        return
+    try:
         files = [Path(f) for f in previous.get("files", []) if isinstance(f, str)]
         source = str(previous.get("topology", {}).get("source", ""))
-    except (OSError, ValueError, AttributeError):
+    except (TypeError, AttributeError):  # "files" not a list, "topology" not an object
         return
     root = log_dir.resolve()
     for path in [*files, log_dir / INDEX, log_dir / SUMMARY, manifest]:
-        if path.resolve().is_relative_to(root):
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # ValueError: a NUL in a listed name
+            if path.resolve().is_relative_to(root):
                 path.unlink()
     if source.startswith("simulate-"):
         # Its node launchers' runs are in node-<k>/: each is cleared the same way, and the
@@ -169,9 +183,27 @@ def read_index(path: Path) -> List[Tuple[int, int, float]]:
     return [RECORD.unpack_from(data, at) for at in range(0, usable, RECORD.size)]
 
 
-def read_manifest(log_dir: Path) -> Optional[Dict[str, Any]]:
+def load_json_object(path: Path) -> Dict[str, Any]:
+    """The JSON object in a run's file (its manifest, its summary): a regular file of at most
+    :data:`MAX_MANIFEST_BYTES`, read without blocking (a FIFO in its place would hang the
+    reader). Also what ``malaunch logs`` and ``malaunch report`` read a run with.
+
+    :raises OSError: missing or unreadable; :class:`NotAFile`, :class:`TooLarge` as
+        :func:`read_regular`.
+    :raises ValueError: not a JSON object (bad syntax, not UTF-8, nested too deeply, an integer
+        past Python's conversion limit), said in a few words.
+    """
+    raw = read_regular(path, MAX_MANIFEST_BYTES)
     try:
-        loaded = json.loads((log_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
+        loaded = loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except ValueError as exc:  # bad syntax, or past a limit: jsontext says which
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"not a JSON object (a {type(loaded).__name__})")
+    return loaded
+
+
+def _why(exc: BaseException) -> str:
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import MissingInputError, TopologyError
+from malaunch.files import TooLarge, read_regular
 from malaunch.models import Node, ResolveOptions, Topology, device_slots
-from malaunch.numbers import MAX_LOCAL_PROCESSES, check_world_size
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 
@@ -30,6 +31,8 @@ ETC_VOLCANO = Path("/etc/volcano")
 DIR_VAR = "MALAUNCH_VOLCANO_DIR"
 HOSTS_VAR = "VC_WORKER_HOSTS"
 HOST_FILES = ("worker.host", "VC_WORKER_HOSTS")
+# 100,000 hosts of 253 characters and a separator: anything larger is no host file.
+MAX_HOST_FILE_BYTES = 32 << 20
 
 
 def volcano_dir(env: Mapping[str, str]) -> Path:
@@ -40,7 +43,8 @@ def volcano_dir(env: Mapping[str, str]) -> Path:
 def _host_file(env: Mapping[str, str]) -> Optional[Path]:
     for name in HOST_FILES:
         path = volcano_dir(env) / name
-        if path.is_file():
+        # exists(), not is_file(): a FIFO there is refused by the reader, not called missing.
+        if path.exists() and not path.is_dir():
             return path
     return None
 
@@ -102,22 +106,46 @@ def _hosts(env: Mapping[str, str]) -> Tuple[str, List[str]]:
             f"{HOSTS_VAR} is not set and neither {where}/worker.host nor {where}/{HOSTS_VAR} exists"
         )
         raise MissingInputError(msg)
+    return str(path), read_host_file(path)
+
+
+def read_host_file(path: Path) -> List[str]:
+    """The hosts of a mounted host file: ``<task>.host`` one a line, ``VC_<TASK>_HOSTS`` a
+    comma list.
+
+    Only a regular file of at most :data:`MAX_HOST_FILE_BYTES` is read, without blocking (a
+    FIFO would hang the launcher, ``/dev/zero`` never end), and the hosts are counted against
+    :data:`MAX_NODES` before any is parsed.
+
+    :raises MissingInputError: the file cannot be read, or is a FIFO, device or directory (66).
+    :raises TopologyError: too large, not UTF-8, empty, too many hosts, or a bad host (65).
+    """
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"cannot read {path}: {exc}"
+        text = read_regular(path, MAX_HOST_FILE_BYTES).decode("utf-8")
+    except TooLarge as exc:
+        msg = f"{path}: {exc.strerror} (no host file of {MAX_NODES} hosts is that large)"
+        raise TopologyError(msg) from exc
+    except OSError as exc:
+        msg = f"cannot read {path}: {exc.strerror or exc}"
         raise MissingInputError(msg) from exc
-    if path.name == HOSTS_VAR:
-        return str(path), envparse.parse_hosts(text.strip(), str(path))
-    lines = text.strip().splitlines()
-    if not lines:
+    except UnicodeDecodeError as exc:
+        msg = f"{path}: not UTF-8 text (byte {exc.start})"
+        raise TopologyError(msg) from exc
+    text = text.strip()
+    comma_list = path.suffix != ".host"
+    count = text.count(",") + 1 if comma_list else text.count("\n") + 1
+    if count > MAX_NODES:
+        msg = f"{path}: lists {count} hosts; at most {MAX_NODES} nodes in one job"
+        raise TopologyError(msg)
+    if comma_list:
+        return envparse.parse_hosts(text, str(path))
+    if not text:
         msg = f"{path} is empty: expected one host per line"
         raise TopologyError(msg)
-    hosts = [
+    return [
         envparse.parse_host(line.strip(), f'{path} line {number} "{line}"')
-        for number, line in enumerate(lines, start=1)
+        for number, line in enumerate(text.splitlines(), start=1)
     ]
-    return str(path), hosts
 
 
 def _pod_name(host: str) -> Optional[str]:

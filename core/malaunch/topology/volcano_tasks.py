@@ -34,7 +34,7 @@ from malaunch.models import Node, ResolveOptions, Topology, device_slots
 from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
-from malaunch.topology.volcano import volcano_dir
+from malaunch.topology.volcano import read_host_file, volcano_dir
 
 SOURCE = "volcano-tasks"
 HOSTS_VAR = re.compile(r"VC_(?P<task>[A-Z0-9_]+)_HOSTS")
@@ -76,12 +76,13 @@ def _file_tasks(env: Mapping[str, str]) -> Dict[str, Path]:
     if not directory.is_dir():
         return {}
     found: Dict[str, Path] = {}
+    # Not is_file(): a FIFO or device there is refused by read_host_file, not overlooked.
     for path in sorted(directory.iterdir()):
         match = HOSTS_VAR.fullmatch(path.name)
-        if match and path.is_file():
+        if match and not path.is_dir():
             found.setdefault(match["task"], path)
     for path in sorted(directory.glob("*.host")):
-        if path.is_file():
+        if not path.is_dir():
             found[task_key(path.stem)] = path
     return found
 
@@ -100,7 +101,7 @@ def read_tasks(env: Mapping[str, str]) -> Tuple[Tasks, Dict[str, str]]:
         tasks[key], labels[key] = envparse.parse_hosts(env[name], name), name
     if not tasks:
         for key, path in _file_tasks(env).items():
-            tasks[key], labels[key] = _read_host_file(path), str(path)
+            tasks[key], labels[key] = read_host_file(path), str(path)
     if not tasks:
         msg = (
             f"no VC_<TASK>_HOSTS variable is set and {volcano_dir(env)} holds no host file: "
@@ -110,23 +111,6 @@ def read_tasks(env: Mapping[str, str]) -> Tuple[Tasks, Dict[str, str]]:
     for key, hosts in tasks.items():
         envparse.check_host_count(env, f"VC_{key}_NUM", labels[key], len(hosts))
     return tasks, labels
-
-
-def _read_host_file(path: Path) -> List[str]:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"cannot read {path}: {exc}"
-        raise MissingInputError(msg) from exc
-    if path.suffix != ".host":
-        return envparse.parse_hosts(text, str(path))
-    if not text:
-        msg = f"{path} is empty: expected one host per line"
-        raise TopologyError(msg)
-    return [
-        envparse.parse_host(line.strip(), f'{path} line {number} "{line}"')
-        for number, line in enumerate(text.splitlines(), start=1)
-    ]
 
 
 def _is_ip(host: str) -> bool:

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
 from malaunch.errors import TopologyError, UsageError
+from malaunch.files import output_path
 from malaunch.log import logger
+from malaunch.numbers import is_plain_int
+from malaunch.topology.envparse import is_host
 from malaunch.topology.ranktable.hccn import DEFAULT_PATH, read_hccn_conf
 from malaunch.topology.ranktable.schema import plural
 from malaunch.topology.ranktable.source import spans
@@ -23,8 +26,10 @@ from malaunch.topology.ranktable.write import render, write_table
 MAX_DEVICE = 15  # HCCL's device_id range on A2/A3/310P (0-7 on 910A)
 MAX_SERVER_ID = 63  # HCCL requires server_id shorter than 64 characters
 FALLBACK_SERVER_ID = "127.0.0.1"
-_INTERVAL = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*([)\]])")
-_RANGE = re.compile(r"(\d+)\s*-\s*(\d+)")
+# Any run of characters where a number goes: numbers.is_plain_int decides (``\d`` would take
+# Arabic-Indic digits, and int() of 5,000 digits fails past Python's conversion limit).
+_INTERVAL = re.compile(r"\[\s*([^\s,\[\]()]+)\s*,\s*([^\s,\[\]()]+)\s*([)\]])")
+_RANGE = re.compile(r"([^\s-]+)\s*-\s*([^\s-]+)")
 
 
 def parse_device_spec(text: str, option: str = "--devices") -> List[int]:
@@ -34,10 +39,10 @@ def parse_device_spec(text: str, option: str = "--devices") -> List[int]:
     :class:`UsageError` naming ``option``.
     """
     spec = text.strip()
-    where = f'{option} "{text}"'
+    where = f'{option} "{_shown(text)}"'
     interval = _INTERVAL.fullmatch(spec)
     if interval:
-        low, high = int(interval.group(1)), int(interval.group(2))
+        low, high = _id(interval.group(1), where), _id(interval.group(2), where)
         high -= interval.group(3) == ")"
         ids = _span(low, high, where)
     else:
@@ -51,13 +56,30 @@ def parse_device_spec(text: str, option: str = "--devices") -> List[int]:
 
 
 def _item(item: str, where: str) -> List[int]:
-    if item.isascii() and item.isdigit():
+    if is_plain_int(item):
         return _span(int(item), int(item), where)
     found = _RANGE.fullmatch(item)
     if not found:
-        msg = f'{where}: "{item}" is not a device id or range (expected e.g. 0-7, 0,1,2,3 or [0,8))'
+        msg = (
+            f'{where}: "{_shown(item)}" is not a device id or range '
+            "(expected e.g. 0-7, 0,1,2,3 or [0,8))"
+        )
         raise UsageError(msg)
-    return _span(int(found.group(1)), int(found.group(2)), where)
+    return _span(_id(found.group(1), where), _id(found.group(2), where), where)
+
+
+def _id(text: str, where: str) -> int:
+    """One device id of a range: ASCII digits, at most 18 of them (the range is checked by
+    :func:`_span`)."""
+    if not is_plain_int(text):
+        msg = f'{where}: "{_shown(text)}" is not a device id (expected a number 0-{MAX_DEVICE})'
+        raise UsageError(msg)
+    return int(text)
+
+
+def _shown(text: str) -> str:
+    """A value for a message: a 5,000-digit one must not make a 5,000-character line."""
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _span(low: int, high: int, where: str) -> List[int]:
@@ -108,10 +130,23 @@ def this_host_ip() -> str:
 
 
 def generate_file(target: Path, devices: str, server_id: str, hccn_conf: Path) -> str:
-    """Write the table of this server to ``target`` atomically; return a one-line summary."""
+    """Write the table of this server to ``target`` atomically; return a one-line summary.
+
+    ``target`` as in :func:`malaunch.files.output_path`: a link is followed, a directory, FIFO
+    or device refused.
+    """
+    destination = output_path(target, "OUT")
+    # Held to what `ranktable validate` and a launch require of a server_id (a host peers can
+    # dial, shorter than 64 characters): a table they refuse is never written.
+    if not is_host(server_id) or len(server_id) > MAX_SERVER_ID:
+        msg = (
+            f'--server-id "{_shown(server_id)}": expected a host name or address of at most '
+            f"{MAX_SERVER_ID} characters"
+        )
+        raise UsageError(msg)
     ids = parse_device_spec(devices)
     table = single_server_table(server_id, ids, read_hccn_conf(hccn_conf), str(hccn_conf))
-    write_table(target, render(table))
+    write_table(destination, render(table))
     return (
         f"wrote {target}: template 1 version 1.0, server {server_id}, "
         f"{plural(len(ids), 'rank')} on devices {spans(ids)} (device IPs from {hccn_conf})"

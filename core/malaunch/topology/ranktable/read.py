@@ -10,13 +10,13 @@ for on a ConfigMap or shared-storage file, hence sleeping between reads.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional, Union
 
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.files import NotAFile, TooLarge, read_regular
+from malaunch.jsontext import JsonLongInteger, JsonTooDeep, loads
 from malaunch.progress import Waiting
 from malaunch.topology.ranktable.schema import MISSING, gc_paused, shown
 
@@ -71,13 +71,24 @@ def _read(path: Path) -> Union[bytes, NotReady]:
 
 
 def read_once(path: Path) -> Union[Ready, NotReady]:
-    """One look at the file: the document when its status is "completed", else why not."""
+    """One look at the file: the document when its status is "completed", else why not.
+
+    A completed table holding an integer past :data:`MAX_JSON_INT_DIGITS` digits is whole JSON
+    that waiting cannot mend: :class:`TopologyError` (65) naming its JSON path, at once.
+    """
     raw = _read(path)
     if isinstance(raw, NotReady):
         return raw
     data = _parse(raw)
     if isinstance(data, NotReady):
         return data
+    if isinstance(data, JsonLongInteger):
+        # Whole JSON that waiting cannot mend once it says "completed" (a table still being
+        # written may yet be replaced).
+        document = data.document
+        if isinstance(document, dict) and document.get("status") == "completed":
+            raise TopologyError(f"rank table {path}: {data}")
+        return NotReady("malformed", str(data))
     if type(data) is not dict:
         return NotReady("malformed", f"expected a JSON object, got a {type(data).__name__}")
     # Status first: the initial ConfigMap is only {"status": "initializing"}.
@@ -87,16 +98,20 @@ def read_once(path: Path) -> Union[Ready, NotReady]:
     return NotReady("status", _status_reason(status))
 
 
-def _parse(raw: bytes) -> Union[Any, NotReady]:
+def _parse(raw: bytes) -> Union[Any, JsonLongInteger, NotReady]:
+    """The document, a too-long integer (the caller decides by the table's status), or why
+    the text is not a table yet."""
     if not raw.strip():
         return NotReady("malformed", "the file is empty")
     try:
         with gc_paused():
-            return json.loads(raw)
+            return loads(raw)
+    except JsonLongInteger as exc:
+        return exc
+    except JsonTooDeep:
+        return NotReady("malformed", "not a rank table: JSON nested too deeply to read")
     except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
         return NotReady("malformed", f"not valid JSON: {exc}")
-    except RecursionError:
-        return NotReady("malformed", "not a rank table: JSON nested too deeply to read")
 
 
 def _status_reason(status: Any) -> str:

@@ -13,7 +13,7 @@ import json
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
 
 from malaunch.errors import TopologyError
-from malaunch.numbers import MAX_DIGITS, is_plain_int
+from malaunch.numbers import MAX_DIGITS, MAX_LOCAL_PROCESSES, is_plain_int
 from malaunch.topology.envparse import is_host, is_ip
 
 # Marks a key that is absent, as opposed to present with JSON null.
@@ -145,6 +145,17 @@ def a_list(value: Any, where: str, path: str) -> List[Any]:
     if not value:
         fail(where, path, "is empty")
     return value
+
+
+def a_device_list(value: Any, where: str, path: str) -> List[Any]:
+    """A server's (template 2: a pod's) non-empty device list, of at most
+    :data:`MAX_LOCAL_PROCESSES` devices: one launcher starts a process for each, and the count is
+    checked before any device is read."""
+    devices = a_list(value, where, path)
+    if len(devices) > MAX_LOCAL_PROCESSES:
+        what = f"lists {len(devices)} devices; at most {MAX_LOCAL_PROCESSES} on one server"
+        fail(where, path, what)
+    return devices
 
 
 def an_object(value: Any, where: str, path: str) -> Dict[str, Any]:

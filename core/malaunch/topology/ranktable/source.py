@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping
 
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
+from malaunch.files import output_path
 from malaunch.models import ResolveOptions, Topology
 from malaunch.topology import envparse
 from malaunch.topology.ranktable.formats import parse_table
@@ -182,11 +183,14 @@ def convert_file(source: Path, target: Path) -> str:
     """Write the template-1 equivalent of ``source`` to ``target``; return a one-line summary.
 
     Template 2 is converted to version 1.0; template-1 input (1.0 or 1.2) keeps its version and
-    is rewritten normalised (numbers as strings). No waiting: errors as :func:`describe_file`.
+    is rewritten normalised (numbers as strings). No waiting: errors as :func:`describe_file`;
+    a ``target`` that is a directory, FIFO or device is refused (64), a link to a file is
+    followed.
     """
+    destination = output_path(target, "TARGET")
     with gc_paused():
         table = _load_now(source)
-        write_table(target, v1_text(table))
+        write_table(destination, v1_text(table))
     template1 = table.layout == "template 1"
     version = table.version if template1 else "1.0"
     servers = plural(len({server.server_id for server in table.servers}), "server")

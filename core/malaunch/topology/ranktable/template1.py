@@ -15,6 +15,7 @@ from malaunch.topology.ranktable.schema import (
     Server,
     Table,
     UniqueIps,
+    a_device_list,
     a_list,
     an_object,
     check_count,
@@ -73,7 +74,7 @@ def _server(
 ) -> Server:
     server_id = host(raw.get("server_id", MISSING), where, f"{path}.server_id")
     list_path = f"{path}.device"
-    devices = a_list(raw.get("device", MISSING), where, list_path)
+    devices = a_device_list(raw.get("device", MISSING), where, list_path)
     if bulk is not None:
         ids, addresses_ = numbers(devices, "device_id"), addresses(devices)
         bulk.add(server_id, ids, addresses_)

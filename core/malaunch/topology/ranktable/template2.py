@@ -19,6 +19,7 @@ from malaunch.topology.ranktable.schema import (
     Server,
     Table,
     UniqueIps,
+    a_device_list,
     a_list,
     an_object,
     check_count,
@@ -164,7 +165,7 @@ def _pod(raw: Any, path: str, seen: _Seen) -> _Pod:
     order = _pod_order(name, where, f"{path}.pod_name")
     server_id = host(instance.get("server_id", MISSING), where, f"{path}.server_id")
     list_path = f"{path}.devices"
-    devices = a_list(instance.get("devices", MISSING), where, list_path)
+    devices = a_device_list(instance.get("devices", MISSING), where, list_path)
     if seen.bulk is not None:
         ids, ips = numbers(devices, "device_id"), addresses(devices)
         seen.bulk.add(server_id, ids, ips)
