@@ -15,8 +15,12 @@ import datetime
 import hashlib
 import json
 import os
+import signal
+import socket
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -24,7 +28,7 @@ import pytest
 from launchers import Launchers, printed_nodes
 from s3server import S3Server, free_port, running_server
 
-from malaunch.testing import clean_env, run_cli
+from malaunch.testing import clean_env, malaunch_executable, run_cli
 
 STAGING_RANK = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
 TF_TASK = Path(__file__).resolve().parents[1] / "workers" / "tf_stage_task.py"
@@ -97,7 +101,71 @@ def test_a_stage_in_failing_on_node_1_stops_node_0_at_once(
     assert "s3://data/set1" in stopped_by["reason"]
     assert summary(tmp_path, 0)["exit_code"] == 75
     assert not list((tmp_path / "logs").rglob("worker-*.log"))  # nothing started
-    assert (tmp_path / "data" / "0" / "deep" / "c.bin").exists()  # node 0's own went fine
+    # Node 0's own stage-in finished or was cut short by the stop (a race either way): no
+    # half-written file is left.
+    assert not list((tmp_path / "data").rglob("*.malaunch-partial"))
+
+
+def test_node_0_failing_before_node_1_joins_still_stops_node_1(
+    s3: S3Server, inputs: Dict[str, str], tmp_path: Path
+) -> None:
+    """Node 0 has no credentials (66) and node 1 comes 3 s later: the stage-in starts only once
+    every node has joined, so node 1 hears the stop (75) instead of dialling a node 0 that
+    is gone until --wait-timeout (69)."""
+    nodes = volcano_nodes(tmp_path, "--stage-in", "data=s3://data/set0")
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start(0)  # no endpoint, no credentials
+        time.sleep(3)
+        started = time.time()
+        launchers.start(1, s3.env())
+        codes = launchers.wait(timeout=60)
+    assert codes == {0: 66, 1: 75}, launchers.output()
+    assert launchers.ended[1] - started < 10, launchers.output()
+    stopped_by = summary(tmp_path, 1)["stopped_by"]
+    assert (stopped_by["kind"], stopped_by["node"], stopped_by["code"]) == ("stage-in", 0, 66)
+
+
+def silent_server() -> socket.socket:
+    """A port that accepts connections (the kernel's backlog) and never answers a request."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    return listener
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: int) -> None:
+    """The server never answers: a SIGTERM ends the launcher (143) within the 10 s a cancelled
+    stage-in is given, and a second SIGTERM ends it at once."""
+    listener = silent_server()
+    env = clean_env({
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{listener.getsockname()[1]}",
+        "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+    })  # fmt: skip
+    args = [
+        malaunch_executable(), "--framework", "torch_ddp", "--topology", "local",
+        "--log-dir", str(tmp_path / "logs"), "--stage-in", "data=s3://data/set0",
+        "--", sys.executable, "-c", "pass",
+    ]  # fmt: skip
+    with listener:
+        proc = subprocess.Popen(args, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(3)  # in the request by now
+            sent = time.monotonic()
+            for _ in range(signals):
+                proc.send_signal(signal.SIGTERM)
+                time.sleep(0.5)
+            code = proc.wait(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            stderr = proc.stderr.read() if proc.stderr else ""
+            if proc.stderr:
+                proc.stderr.close()
+    assert code == 143, stderr
+    assert took < (3 if signals == 2 else 15), (took, stderr)
 
 
 @pytest.mark.parametrize("slow", [0, 1])

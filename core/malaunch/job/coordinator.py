@@ -5,13 +5,15 @@ Nodes report; the coordinator decides and tells every node, itself included, thr
 worker failed, the launcher was signalled, or the node could not prepare), ``done`` (every
 local worker succeeded), ``hang`` (a rank was silent too long), ``stacks`` (the ranks' stacks
 after a ``capture``), ``ended`` (the local group is down after a ``stop``), plus joins and
-losses from the channel. Commands: ``start`` (attempt N, maybe with a fresh rendezvous port),
+losses from the channel. Commands: ``prepare`` (every node has joined: stage in now),
+``start`` (attempt N, maybe with a fresh rendezvous port),
 ``stop`` (final, or before a restart), ``finish`` (the job succeeded: stop services and exit
 0), ``capture`` (dump your ranks' stacks).
 
 Rules (SPEC §9): attempt 0 starts once every node has joined *and* said ``ready`` (a node
-stages in after joining, so that its failure reaches the others and a long stage-in is not
-taken for a node that never came: ``--wait-timeout`` covers the joining only); a failure
+stages in once every node has joined, so that its failure reaches every other node, none of
+them still on its way, and a long stage-in is not taken for a node that never came:
+``--wait-timeout`` covers the joining only); a failure
 before the start (a stage-in that failed, a launcher signalled) stops every node for good, as
 does a node lost once all had joined; the first failure anywhere stops every node; a node that
 disappears counts as failed; when every node's workers have succeeded the job is done; a hang
@@ -94,6 +96,8 @@ class Coordinator:
         self.joined.add(node)
         if self.phase == "joining" and len(self.joined) == self.nnodes:
             self.phase = "preparing"  # --wait-timeout is met: staging takes what it takes
+            # Only now: a stage-in that fails must find every node connected to tell.
+            self.transport.broadcast({"t": "prepare", "attempt": -1})
             self._start_when_ready()
 
     def _ready(self, node: int) -> None:

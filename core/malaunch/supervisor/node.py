@@ -35,7 +35,7 @@ from malaunch.supervisor.output import (
     RankSelection,
     console_prefix,
 )
-from malaunch.supervisor.prepare import PreparationThread
+from malaunch.supervisor.prepare import CLOSE_WAIT, PreparationThread
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
@@ -73,6 +73,7 @@ class NodeRun:
         self.error: Optional[BaseException] = None
         self.finished = False
         self.preparing: Optional[PreparationThread] = None
+        self.prepared = False  # the job's "prepare" came (once)
         self.started = False  # an attempt was started here: the finish hook has work to do
         self.pending_signals: List[int] = []
         self.heartbeat: Optional[HeartbeatSocket] = None
@@ -93,8 +94,7 @@ class NodeRun:
             self.link.connect(self._on_lost, self._interrupted)
             if self.pending_signals:  # a signal while this node waited to join node 0
                 self._signalled_between_attempts(self.pending_signals[0])
-            elif not self.finished:  # (the job may have stopped before this node joined)
-                self._prepare()
+            # The stage-in starts on the job's "prepare", once every node has joined.
             self.loop.run_until(self._step)
         finally:
             self._close()
@@ -153,7 +153,11 @@ class NodeRun:
 
     def _on_command(self, message: Message) -> None:
         kind = message.get("t")
-        if kind == "start":
+        if kind == "prepare":
+            if not self.finished and not self.prepared:
+                self.prepared = True
+                self._prepare()
+        elif kind == "start":
             self._start(message)
         elif self.attempt is not None:
             self.attempt.on_command(message)
@@ -178,8 +182,7 @@ class NodeRun:
         if self.finished:
             return  # the first ending stands (a signal, then the stop it caused)
         self.finished = True
-        if self.preparing is not None:
-            self.preparing.cancel()  # the run ends once the thread has
+        self._cancel_preparation()
         failure = message.get("failure") or {}
         if self.error is not None:
             return  # this node's own failed preparation: its error is the line to show
@@ -308,7 +311,10 @@ class NodeRun:
 
     def _signalled_between_attempts(self, signum: int) -> None:
         if self.finished:
-            return  # e.g. a second signal while a cancelled stage-in ends
+            # A second signal while a cancelled stage-in ends: stop waiting for it (SPEC §6,
+            # a second signal escalates).
+            self._abandon_preparation("a second signal")
+            return
         logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
         code = ExitCode.for_signal(signum)
         failure = {
@@ -321,12 +327,26 @@ class NodeRun:
         self.link.report(
             {"t": "failed", "attempt": number, "failure": {**failure, "node": self.node}}
         )
-        if self.preparing is not None:
-            self.preparing.cancel()  # the run ends once the thread has
+        self._cancel_preparation()
         self.outcomes.append(
             Outcome([], node=self.node, launcher_signal=signum, verdict={"t": "stop"})
         )
         self.finished = True
+
+    def _cancel_preparation(self) -> None:
+        """Stop a stage-in in progress: the run ends once its thread has, or after
+        :data:`CLOSE_WAIT` (a transfer stuck in a dead connection must not hold the launcher)."""
+        if self.preparing is not None:
+            self.preparing.cancel()
+            self.loop.call_later(CLOSE_WAIT, lambda: self._abandon_preparation("not in time"))
+
+    def _abandon_preparation(self, why: str) -> None:
+        """Leave a cancelled stage-in's thread behind (a daemon: it ends with the launcher)."""
+        if self.preparing is not None and self.finished:
+            name = self.preparing.preparation.name
+            logger.warning(f"{name} stopped ({why}): files in flight are left unfinished")
+            self.preparing.abandon()
+            self.preparing = None
 
     def _interrupted(self) -> bool:
         """While joining node 0: has a terminating signal come in? (Others are kept.)"""

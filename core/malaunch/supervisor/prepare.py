@@ -18,8 +18,9 @@ from typing import Callable, Optional
 from malaunch.events import EventLoop
 from malaunch.supervisor.options import Preparation
 
-# How long closing waits for a cancelled preparation: the files in flight stop at their next
-# piece; a transfer stuck in a dead connection must not keep the launcher from exiting.
+# How long a cancelled preparation is waited for (after a signal, or the job's stop, and when
+# closing): the files in flight stop at their next piece; a transfer stuck in a dead
+# connection must not keep the launcher from exiting.
 CLOSE_WAIT = 10.0
 
 
@@ -65,6 +66,12 @@ class PreparationThread:
         if not self.cancelled:
             self.cancelled = True
             self.preparation.cancel()
+
+    def abandon(self) -> None:
+        """Stop listening for the thread's end without waiting for it (it is a daemon)."""
+        self.cancel()
+        self._close_pipe()
+        self.ended = True
 
     def close(self) -> None:
         """The launcher is going away: stop the preparation, wait a little for the thread."""

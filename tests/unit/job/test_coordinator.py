@@ -59,12 +59,13 @@ class Job:
             self.coordinator.join(node)
         for node in range(self.coordinator.nnodes):
             self.report(node, "ready")
-        assert self.transport.take() == [{"t": "start", "attempt": 0}]
+        assert self.transport.take() == [PREPARE, {"t": "start", "attempt": 0}]
 
     def report(self, node: int, kind: str, **fields: Any) -> None:
         self.coordinator.report(node, {"t": kind, "attempt": self.coordinator.attempt, **fields})
 
 
+PREPARE: Dict[str, Any] = {"t": "prepare", "attempt": -1}  # every node joined: stage in now
 FAILURE: Dict[str, Any] = {"kind": "exit", "rank": 3, "role": "worker", "code": 2, "signal": None}
 RESTARTING = RestartPolicy(max_restarts=2, backoff=(2.0, 30.0))
 
@@ -88,6 +89,7 @@ def test_start_only_when_every_node_joined_and_is_ready() -> None:
     assert job.coordinator.missing() == [1]
     job.coordinator.join(1)
     assert job.coordinator.phase == "preparing"  # joined: nodes 1 and 2 still stage in
+    assert job.transport.take() == [PREPARE]  # sent once every node is there to hear a failure
     job.report(2, "ready")
     job.report(2, "ready")  # counts once
     assert job.transport.sent == []
@@ -111,6 +113,7 @@ def test_node_lost_while_joining_must_join_again() -> None:
     job.coordinator.join(2)
     assert job.transport.sent == []
     job.coordinator.join(1)
+    assert job.transport.take() == [PREPARE]
     job.report(0, "ready")
     job.report(2, "ready")
     assert job.transport.sent == []
@@ -145,6 +148,7 @@ def test_the_join_timeout_does_not_cover_the_stage_in() -> None:
     job.coordinator.join(0)
     job.coordinator.join(1)
     job.report(1, "ready")
+    assert job.transport.take() == [PREPARE]
     job.coordinator.join_timed_out()  # node 0 still stages in: that is no absence
     assert job.transport.sent == []
     assert job.coordinator.phase == "preparing"
@@ -161,9 +165,9 @@ def test_a_failure_before_the_start_stops_every_node_for_good(joined: Tuple[int,
     for node in joined:
         job.coordinator.join(node)
     job.report(0, "ready")
-    job.report(1, "failed", failure=STAGE_IN_FAILED)
+    job.report(1, "failed", failure=STAGE_IN_FAILED)  # (a signalled node, while joining)
     failure = {**STAGE_IN_FAILED, "node": 1}
-    assert job.transport.take() == [
+    assert job.transport.take() == [PREPARE] * (len(joined) == 3) + [
         {
             "t": "stop",
             "attempt": -1,
@@ -188,13 +192,14 @@ def test_a_node_lost_while_the_others_stage_in_stops_the_job() -> None:
     job.coordinator.lost(1)
     lost = {"kind": "lost", "node": 1, "rank": None, "code": None}
     assert job.transport.take() == [
+        PREPARE,
         {
             "t": "stop",
             "attempt": -1,
             "final": True,
             "failure": lost,
             "decision": "a node was lost before the job started",
-        }
+        },
     ]
 
 
