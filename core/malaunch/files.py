@@ -130,9 +130,9 @@ def check_directory(path: Path, create: bool) -> Optional[Path]:
     """
     if create:
         missing = [folder for folder in (path, *path.parents) if not os.path.lexists(folder)]
-        path.mkdir(parents=True, exist_ok=True)
         made = missing[-1] if missing else None
-        try:
+        try:  # mkdir may fail partway down (a name too long): what it made goes again
+            path.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".malaunch-probe.", dir=path)
         except OSError:
             if made is not None:
@@ -158,8 +158,11 @@ def check_directory(path: Path, create: bool) -> Optional[Path]:
 
 
 def remove_empty(path: Path, top: Path) -> None:
-    """Remove ``path`` and its parents up to ``top`` included, as long as they are empty."""
+    """Remove ``path`` and its parents up to ``top`` included, as long as they are empty
+    (those that were never made are passed over)."""
     for folder in (path, *path.parents):
+        if not os.path.lexists(folder):  # never made (or a name too long to be)
+            continue
         try:
             folder.rmdir()
         except OSError:

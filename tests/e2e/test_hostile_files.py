@@ -486,6 +486,15 @@ def test_a_launch_that_fails_leaves_no_log_dir_it_made(tmp_path: Path) -> None:
     assert entries(tmp_path / "a") == []
 
 
+def test_a_log_dir_that_fails_partway_down_leaves_no_folder(tmp_path: Path) -> None:
+    # mkdir makes a/ and a/b/, then refuses a name of 300 characters: those two go again.
+    args = ["--framework", "torch_ddp", "--log-dir", f"a/b/{'x' * 300}", "--", "true"]
+    result = run_cli(args, env=clean_env(), cwd=tmp_path, timeout=TIMEOUT)
+    assert result.code == 64, result.stderr
+    assert "cannot create the log directory: File name too long" in result.stderr
+    assert entries(tmp_path) == []
+
+
 # --- ranktable generate: its options and hccn.conf through the one integer parser -----------
 
 HUGE = "9" * 5000

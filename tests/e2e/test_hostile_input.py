@@ -283,6 +283,7 @@ BAD_PREFIXES = {
     "numeric-format": "{rank:d}",
     "hex-format-of-text": "{role:x}",
     "huge-width": "{rank:>999999999}",
+    "5000-digit-width": "{rank:" + "9" * 5000 + "}",  # int() past its limit: exit 70 before
     "nested-field": "{rank:{host}}",
     "lone-brace": "{",
 }

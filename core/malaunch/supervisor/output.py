@@ -92,7 +92,8 @@ def check_prefix_template(template: str) -> str:
     """
 
     def refuse(why: str) -> UsageError:
-        return UsageError(f"--console-prefix {template!r}: {why}")
+        shown = template if len(template) <= 80 else f"{template[:60]}... ({len(template)} chars)"
+        return UsageError(f"--console-prefix {shown!r}: {why[:200]}")
 
     known = ", ".join("{" + name + "}" for name in PREFIX_FIELDS)
     try:
@@ -108,7 +109,9 @@ def check_prefix_template(template: str) -> str:
             raise refuse(f"unknown field {{{field}}} (known: {known})")
         if "{" in (spec or ""):
             raise refuse(f"{{{field}:{spec}}}: a format cannot hold another field")
-        if any(int(width) > MAX_PREFIX_WIDTH for width in re.findall(r"\d+", spec or "")):
+        # Compared as text first: int() of 5,000 digits raises past the conversion limit.
+        numbers = [digits.lstrip("0") or "0" for digits in re.findall(r"\d+", spec or "")]
+        if any(len(n) > 3 or int(n) > MAX_PREFIX_WIDTH for n in numbers):
             raise refuse(f"{{{field}:{spec}}}: a width of at most {MAX_PREFIX_WIDTH}")
     try:
         fill_prefix(template, {name: "0" for name in PREFIX_FIELDS})
