@@ -26,7 +26,7 @@ class ExitCode(enum.IntEnum):
     UNAVAILABLE = 69  # EX_UNAVAILABLE: topology not ready before --wait-timeout
     SOFTWARE = 70  # EX_SOFTWARE: internal error
     OS_ERROR = 71  # EX_OSERR: a process could not be started
-    IO_ERROR = 74  # EX_IOERR: data staging failed, or a tool's output file (a report)
+    IO_ERROR = 74  # EX_IOERR: data staging failed, or an output file (rank table, report)
     PEER_FAILED = 75  # EX_TEMPFAIL: stopped because another node of the job failed
     CONFIG = 78  # EX_CONFIG: plugin missing, duplicate or broken
     HANG = 124  # as timeout(1): a rank was silent past --hang-timeout

@@ -195,3 +195,14 @@ def path_safe(name: str, limit: int = 128) -> str:
     if not safe:
         return "job"
     return "_" + safe[1:] if safe.startswith(".") else safe
+
+
+def why_not_written(out: Path, exc: OSError) -> str:
+    """Why ``out`` could not be written, in a few words: a file standing where one of its
+    folders should be is named (mkdir says only "File exists")."""
+    for folder in out.absolute().parents:
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{folder} is a file, not a directory"
+            break
+    return str(exc.strerror or exc)

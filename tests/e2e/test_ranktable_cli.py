@@ -107,6 +107,18 @@ def test_convert_template2(tmp_path: Path) -> None:
     assert "server 192.0.2.100: ranks 4-5, device ids 0-1" in again.stdout
 
 
+def test_convert_to_a_place_it_cannot_write_is_74_naming_why(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "file" / "hccl.json"
+    result = run_cli(["ranktable", "convert", str(SHARED / "ranktable_template2_2pods_8dev.json"),
+                      str(out)])  # fmt: skip
+    assert (result.code, result.stdout) == (74, "")
+    assert result.stderr == (
+        f"malaunch: error: cannot write rank table {out}: {tmp_path / 'file'} is a file, "
+        "not a directory\n"
+    )
+
+
 def test_convert_refuses_invalid_input_and_writes_nothing(tmp_path: Path) -> None:
     source = OWN / "invalid_template2_device_count_mismatch.json"
     target = tmp_path / "v1.json"

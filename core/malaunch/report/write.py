@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from malaunch.errors import OutputError
-from malaunch.files import output_path, write_atomic
+from malaunch.files import output_path, why_not_written, write_atomic
 from malaunch.report.collect import collect
 from malaunch.report.model import JobReport
 from malaunch.report.page import render_page
@@ -25,15 +24,6 @@ def write_report(directory: Path, out: Path) -> JobReport:
     try:
         write_atomic(destination, page)
     except OSError as exc:
-        msg = f"cannot write the report {out}: {_not_a_folder(out) or exc.strerror or exc}"
+        msg = f"cannot write the report {out}: {why_not_written(out, exc)}"
         raise OutputError(msg) from exc
     return job
-
-
-def _not_a_folder(out: Path) -> Optional[str]:
-    """Why creating OUT's folder failed when a file stands in its way (mkdir says only
-    "File exists")."""
-    for folder in out.absolute().parents:
-        if folder.exists():
-            return None if folder.is_dir() else f"{folder} is a file, not a directory"
-    return None

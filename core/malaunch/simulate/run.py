@@ -32,10 +32,10 @@ from malaunch.simulate.platforms import (
     fabricate,
 )
 from malaunch.simulate.ranktable_writer import write_json
-from malaunch.supervisor.runlog import remove_node_folders
+from malaunch.supervisor.runlog import load_json_object, remove_node_folders
 from malaunch.supervisor.signals import parse_signal_names
 from malaunch.supervisor.supervise import SuperviseOptions, supervise
-from malaunch.supervisor.tail import Tail, own_log
+from malaunch.supervisor.tail import MAX_LINE, Tail, own_log
 from malaunch.topology.platform_env import without_platform_vars
 
 # Node launchers need their own grace period to stop their workers before we SIGKILL them.
@@ -268,12 +268,12 @@ def node_failure_tail(spec: ProcessSpec, count: int) -> Tail:
     (node-<k>/malaunch-summary.json), not the end of the node launcher's console, which
     holds that summary's table nested; the console's end when there is no summary."""
     path = Path(spec.log_file).with_suffix("") / "malaunch-summary.json"
-    try:
-        failure = json.loads(path.read_text(encoding="utf-8")).get("first_failure")
-    except (OSError, ValueError, RecursionError, AttributeError):
+    try:  # the launcher's bounded, never-blocking reader of its run files
+        failure = load_json_object(path).get("first_failure")
+    except (OSError, ValueError):
         failure = None
     if not isinstance(failure, dict) or not isinstance(failure.get("tail"), list):
         return own_log(spec, count)
-    lines = [str(line) for line in failure["tail"]][-count:] if count > 0 else []
+    lines = [str(line)[:MAX_LINE] for line in failure["tail"]][-count:] if count > 0 else []
     exception = failure.get("exception") if isinstance(failure.get("exception"), str) else None
     return lines, exception, str(failure.get("tail_file") or failure.get("log_file") or path)

@@ -191,32 +191,11 @@ class StagedRun:
         self.clock = clock
         self.record: Dict[str, Any] = {}
 
-    def stage_in(self) -> Optional[int]:
-        """Check the outputs' buckets, bring every input here, then start the periodic
-        uploads. Raises the engine's errors (64, 65, 66, 74): no rank has started yet.
-
-        SIGTERM, SIGINT and SIGHUP stop the transfers under way (nothing is left
-        half-written); the signal is returned, and nothing is started.
-        """
-        start = _now()
-        with SignalLimit(self.stager, self.clock, grace=0.0) as limit:
-            try:
-                self.stager.preflight()
-                reports = self.stager.stage_in()
-            except MalaunchError:
-                if not limit.caught:
-                    raise
-        if limit.caught:
-            logger.info(f"stage-in stopped by {signal.Signals(limit.caught[0]).name}")
-            return limit.caught[0]
-        self.record["stage_in"] = phase_record(start, reports)
-        self.stager.start_periodic(self.sync_interval)
-        return None
-
     def prepare(self) -> None:
-        """:meth:`stage_in` for a worker thread (the supervisor's preparation): the signals
-        are the supervisor's, which calls :meth:`cancel`; raises the engine's errors (64, 65,
-        66, 74), a :class:`StagingError` (74) when cancelled."""
+        """Check the outputs' buckets, bring every input here, then start the periodic
+        uploads: in a worker thread (the supervisor's preparation), whose signals are the
+        supervisor's, which calls :meth:`cancel`. Raises the engine's errors (64, 65, 66,
+        74), a :class:`StagingError` (74) when cancelled; no rank has started yet."""
         start = _now()
         self.stager.preflight()
         reports = self.stager.stage_in()

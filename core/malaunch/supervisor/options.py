@@ -60,10 +60,10 @@ class SuperviseOptions:
     node's summary instead, which holds its rank's tail, not the node launcher's console).
     ``console_prefix``: a template with ``{node}``, ``{host}``, ``{rank}``, ``{local_rank}``,
     ``{role}`` (None: ``[rank N]``); ``console_dedup``: fold identical lines of many ranks.
-    ``prepare`` runs once the node has joined the job, before attempt 0 (data staging's
+    ``prepare`` runs once every node has joined the job, before attempt 0 (data staging's
     stage-in); ``finish`` runs once the last attempt's processes have ended, before the
     summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
-    only when ``prepare`` completed.
+    only when an attempt has started (a job stopped before its start uploads nothing).
     """
 
     log_dir: str

@@ -32,7 +32,7 @@ import os
 import shutil
 import struct
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 
 from malaunch.files import read_regular, write_atomic
 from malaunch.jsontext import loads
@@ -171,16 +171,6 @@ class RunLog:
         if self.index_fd >= 0:
             os.close(self.index_fd)
             self.index_fd = -1
-
-
-def read_index(path: Path) -> List[Tuple[int, int, float]]:
-    """Every record of a line index (a record being written right now is left out)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return []
-    usable = len(data) - len(data) % RECORD.size
-    return [RECORD.unpack_from(data, at) for at in range(0, usable, RECORD.size)]
 
 
 def load_json_object(path: Path) -> Dict[str, Any]:

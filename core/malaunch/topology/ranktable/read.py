@@ -73,8 +73,9 @@ def _read(path: Path) -> Union[bytes, NotReady]:
 def read_once(path: Path) -> Union[Ready, NotReady]:
     """One look at the file: the document when its status is "completed", else why not.
 
-    A completed table holding an integer past :data:`MAX_JSON_INT_DIGITS` digits is whole JSON
-    that waiting cannot mend: :class:`TopologyError` (65) naming its JSON path, at once.
+    A completed table holding an integer past :data:`~malaunch.jsontext.MAX_INT_DIGITS`
+    digits is whole JSON that waiting cannot mend: :class:`TopologyError` (65) naming its
+    JSON path, at once.
     """
     raw = _read(path)
     if isinstance(raw, NotReady):

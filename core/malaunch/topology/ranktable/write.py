@@ -14,8 +14,8 @@ from json.encoder import encode_basestring_ascii as quote
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
-from malaunch.errors import LaunchError
-from malaunch.files import write_atomic
+from malaunch.errors import OutputError
+from malaunch.files import why_not_written, write_atomic
 from malaunch.topology.ranktable.schema import Server, Table
 
 CONVERTED_NAME = "jobstart_hccl.json"
@@ -113,5 +113,5 @@ def write_table(target: Path, content: str) -> None:
     try:
         write_atomic(target, content)
     except OSError as exc:
-        msg = f"cannot write rank table {target}: {exc.strerror or exc}"
-        raise LaunchError(msg) from exc
+        msg = f"cannot write rank table {target}: {why_not_written(target, exc)}"
+        raise OutputError(msg) from exc
