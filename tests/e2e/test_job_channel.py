@@ -433,3 +433,25 @@ def test_a_node_that_cannot_reach_node_0_says_why_it_may_be(tmp_path: Path) -> N
         f"(is malaunch running on node 0, and does every Service or firewall between the nodes "
         f"pass port {port}? --no-job-channel runs without the channel)"
     ), last
+
+
+def test_a_node_stopped_during_a_restarts_back_off_stops_the_job(tmp_path: Path) -> None:
+    """Rank 3 fails in attempt 0, the job waits 8 s to restart, and node 1's launcher gets
+    SIGTERM meanwhile: node 1 exits 143 and node 0 75, with no attempt 1 started without
+    node 1 (its report used to carry attempt -1, which node 0 ignored)."""
+    worker = ["--fail", "3:7", "--fail-attempt", "0", "--steps", "3"]
+    launcher = ["--max-restarts", "1", "--restart-backoff", "8"]
+    nodes = nodes_of(tmp_path, 2, worker=worker, launcher=launcher)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        deadline = time.monotonic() + 60
+        while "restarting the job" not in launchers.output(0):
+            assert time.monotonic() < deadline, launchers.output()
+            time.sleep(0.05)
+        launchers.procs[1].send_signal(signal.SIGTERM)
+        codes = launchers.wait(timeout=30)
+    assert codes == {0: 75, 1: 143}, launchers.output()
+    assert not list((tmp_path / "out").glob("worker-*-1.pid"))  # no attempt 1 anywhere
+    failure = summary(tmp_path, 0)["stopped_by"]
+    assert (failure["kind"], failure["node"]) == ("signal", 1)
+    assert_nothing_left(tmp_path)

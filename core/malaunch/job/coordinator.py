@@ -168,6 +168,9 @@ class Coordinator:
         if self.phase not in ("running", "capturing") or self.failure is not None:
             if self.phase == "restarting" and failure.get("kind") == "lost":
                 self._over(failure, "a node was lost while the job restarted")
+            elif self.phase == "restarting" and failure.get("kind") == "signal":
+                # a launcher stopped during the back-off: the next attempt would lack it
+                self._over(failure, "a node launcher was stopped while the job restarted")
             return
         self.failure = failure
         record = self.records[-1]

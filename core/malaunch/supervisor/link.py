@@ -39,6 +39,7 @@ class JobLink:
         self.topology = topology
         self.node = node
         self.on_command = on_command
+        self.heard_attempt = -1  # the last "start" node 0 sent (the other nodes' view)
         self.coordinator: Optional[Coordinator] = None
         self.server: Optional[ChannelServer] = None
         self.client: Optional[ChannelClient] = None
@@ -46,14 +47,18 @@ class JobLink:
 
     @property
     def attempt(self) -> int:
-        """The attempt the job is at, as far as this node knows (-1 before the start)."""
-        return self.coordinator.attempt if self.coordinator is not None else -1
+        """The attempt the job is at, as far as this node knows (-1 before the start): a
+        report between two attempts (a signal during a restart's back-off) must carry it, or
+        node 0 takes it for a late one and ignores it."""
+        if self.coordinator is not None:
+            return self.coordinator.attempt
+        return self.heard_attempt
 
     def connect(self, on_lost: Callable[[str], None], interrupted: Callable[[], bool]) -> None:
         """Join node 0 (other nodes), or set up the coordinator (node 0, one-node jobs)."""
         settings = self.options.job
         if settings is not None and not settings.serves:
-            self.client = ChannelClient(self.loop, settings, self.on_command, on_lost)
+            self.client = ChannelClient(self.loop, settings, self._heard, on_lost)
             self.client.join(interrupted)
             return
         self.coordinator = Coordinator(
@@ -84,6 +89,13 @@ class JobLink:
         if self.server is not None:
             self.server.broadcast(message)
         self.loop.call_later(0, lambda: self.on_command(message))
+
+    def _heard(self, message: Message) -> None:
+        """A command from node 0 (other nodes): note the attempt it starts, pass it on."""
+        number = message.get("attempt")
+        if message.get("t") == "start" and isinstance(number, int):
+            self.heard_attempt = number
+        self.on_command(message)
 
     def report(self, message: Message) -> None:
         """Tell the job (node 0's coordinator, wherever it runs)."""
