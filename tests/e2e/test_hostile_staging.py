@@ -115,6 +115,7 @@ def test_a_long_integer_literal_in_python_is_65(tmp_path: Path) -> None:
     assert (result.code, result.stdout) == (65, ""), shown
     assert result.stderr.startswith("malaunch: error: long.py:1: "), shown
     assert len(result.stderr.splitlines()) == 1, shown
+    assert "set_int_max_str_digits" not in result.stderr  # advice for Python programmers
 
 
 def test_a_duplicate_among_60000_keys_is_found_in_linear_time(tmp_path: Path) -> None:

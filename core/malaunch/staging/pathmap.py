@@ -92,7 +92,10 @@ def _from_python(file: Path, text: str) -> Tables:
         module = ast.parse(text, filename=str(file))
     except SyntaxError as exc:  # also too many nested parentheses, a too-long integer
         where = f"{file}:{exc.lineno}" if exc.lineno else str(file)
-        msg = f"{where}: not Python: {exc.msg}"
+        # Python's own words for a too-long integer advise sys.set_int_max_str_digits(): of
+        # no use to someone writing a mapping file; the first sentence says what is wrong.
+        what = exc.msg.split(";")[0] if "set_int_max_str_digits" in exc.msg else exc.msg
+        msg = f"{where}: not Python: {what}"
         raise MappingFileError(msg) from exc
     except (RecursionError, MemoryError, ValueError) as exc:
         # The parser's other ways to give up: an expression nested past its stack, such as a
