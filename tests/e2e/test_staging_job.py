@@ -195,6 +195,11 @@ def test_a_stage_in_longer_than_the_wait_and_heartbeat_timeouts(
         late.stop()
     assert codes == {0: 0, 1: 0}, launchers.output()
     assert "retrying in" in launchers.output(slow)
+    if slow == 1:  # node 0, ready long before, says whom the job waits for
+        assert (
+            "malaunch: info: waiting for the other nodes to stage in: 2s (not ready yet: node 1)"
+            in launchers.output(0).splitlines()
+        ), launchers.output(0)
     stage_in = summary(tmp_path, slow)["staging"]["stage_in"]
     took = seconds(stage_in["end_time"]) - seconds(stage_in["start_time"])
     assert took > 3.5, stage_in  # longer than --wait-timeout and --heartbeat-timeout

@@ -44,6 +44,7 @@ class JobLink:
         self.server: Optional[ChannelServer] = None
         self.client: Optional[ChannelClient] = None
         self.waiting: Optional[Waiting] = None
+        self.waiting_for_ready = False  # node 0's wait: for the joins, then for the stage-ins
 
     @property
     def attempt(self) -> int:
@@ -115,16 +116,26 @@ class JobLink:
         return {"master_port": free_port("0.0.0.0")}
 
     def _join_progress(self) -> None:
-        """Node 0's wait for the others, shown like every wait (malaunch.progress): a live
-        line on a terminal, a line every 10 s in a log, nothing if it ends within 2 s."""
+        """Node 0's wait for the others to join, then to stage in, shown like every wait
+        (malaunch.progress): a live line on a terminal, a line every 10 s in a log, nothing if
+        it ends within 2 s."""
         coordinator, settings, waiting = self.coordinator, self.options.job, self.waiting
         if coordinator is None or settings is None or waiting is None:
             return
-        if coordinator.phase != "joining":
+        if coordinator.phase == "preparing" and not self.waiting_for_ready:
+            # Joined: now the others' stage-in, with no deadline (staging has its own).
+            waiting.done()
+            waiting = self.waiting = Waiting("the other nodes to stage in", clock=self.loop.now)
+            self.waiting_for_ready = True
+        if coordinator.phase not in ("joining", "preparing"):
             waiting.done()
             return
-        missing = ", ".join(str(node) for node in coordinator.missing())
-        waiting.update(f"not yet: node {missing}", settings.wait_timeout)
+        if coordinator.phase == "joining":
+            missing = ", ".join(str(node) for node in coordinator.missing())
+            waiting.update(f"not yet: node {missing}", settings.wait_timeout)
+        elif 0 in coordinator.ready:  # while node 0 stages in, its own line says so
+            unready = sorted(set(range(coordinator.nnodes)) - coordinator.ready)
+            waiting.update(f"not ready yet: node {', '.join(map(str, unready))}")
         self.loop.call_later(LIVE_EVERY, self._join_progress)
 
     def close(self) -> None:
