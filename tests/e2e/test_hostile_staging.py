@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pytest
 
@@ -22,6 +23,9 @@ from malaunch.testing import CliResult, clean_env, malaunch_executable, run_cli
 TIMEOUT = 20.0
 HUGE = "9" * 5000  # past Python's 4,300-digit int() limit
 DEEP = 100_000  # far past any parser's nesting
+# Python 3.9 and 3.10 build the AST of a long chain of + or of attributes; 3.11 and later give
+# up (RecursionError): the file is refused either way, or read where the chain is not ours.
+READS_LONG_CHAINS = sys.version_info < (3, 11)
 
 
 def dry_run(tmp: Path, name: str, timeout: float = TIMEOUT) -> CliResult:
@@ -88,22 +92,28 @@ def _python(value: str) -> str:
         pytest.param(
             "plus.py",
             _python('{"input": {"data": "x"' + ' + "x"' * DEEP + "}}"),
-            "plus.py: not Python: nested too deeply to read",
+            "plus.py:1: PATH_MAPPING_CONFIG: expected a string literal, not Python code"
+            if READS_LONG_CHAINS
+            else "plus.py: not Python: nested too deeply to read",
             id="python-long-sum",
         ),
         pytest.param(
             "attr.py",
             "x = " + "a." * DEEP + "b\n" + _python('{"input": {}}'),
-            "attr.py: not Python: nested too deeply to read",
+            None if READS_LONG_CHAINS else "attr.py: not Python: nested too deeply to read",
             id="python-deep-attribute-elsewhere",
         ),
     ],
 )
 def test_a_file_past_the_parsers_limits_is_65(
-    tmp_path: Path, name: str, content: str, line: str
+    tmp_path: Path, name: str, content: str, line: Optional[str]
 ) -> None:
     (tmp_path / name).write_text(content)
-    assert_refused(dry_run(tmp_path, name), 65, line)
+    result = dry_run(tmp_path, name)
+    if line is None:  # an interpreter that reads it: a mapping file like any other
+        assert (result.code, result.stderr) == (0, ""), result.stderr
+        return
+    assert_refused(result, 65, line)
 
 
 def test_a_long_integer_literal_in_python_is_65(tmp_path: Path) -> None:
