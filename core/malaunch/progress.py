@@ -20,6 +20,33 @@ QUIET = 2.0
 LIVE_EVERY = 0.5
 
 
+class StatusLine:
+    """Where a progress line goes: rewritten in place on a terminal, or a log line (the one
+    piece shared by the waits here and data staging's transfer progress)."""
+
+    def __init__(self, stream: Optional[TextIO] = None, every: float = EVERY) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = _is_terminal(self.stream)
+        self.every = every
+        self.shown = False
+
+    def show(self, text: str) -> float:
+        """Show ``text``; return how long until the next line is due."""
+        self.shown = True
+        if self.live:
+            self.stream.write(f"\r\x1b[Kmalaunch: {text}")
+            self.stream.flush()
+            return LIVE_EVERY
+        logger.info(text)
+        return self.every
+
+    def clear(self) -> None:
+        """Clear the live line, if one was shown."""
+        if self.live and self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
 class Waiting:
     """One wait: call :meth:`update` as often as convenient, :meth:`done` at the end."""
 
@@ -30,12 +57,10 @@ class Waiting:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.what = what
-        self.stream = stream if stream is not None else sys.stderr
+        self.status = StatusLine(stream)
         self.clock = clock
         self.started = clock()
-        self.live = _is_terminal(self.stream)
         self.next_line = self.started + QUIET
-        self.shown = False
 
     def update(self, detail: str, limit: Optional[float] = None) -> None:
         """The wait goes on because of ``detail``; ``limit``: the deadline in seconds."""
@@ -45,19 +70,10 @@ class Waiting:
         waited = now - self.started
         of = f" of {limit:g}" if limit is not None else ""
         text = f"waiting for {self.what}: {waited:.0f}s{of} ({detail})"
-        if self.live:
-            self.stream.write(f"\r\x1b[Kmalaunch: {text}")
-            self.stream.flush()
-            self.next_line = now + LIVE_EVERY
-        else:
-            logger.info(text)
-            self.next_line = now + EVERY
-        self.shown = True
+        self.next_line = now + self.status.show(text)
 
     def done(self) -> None:
-        if self.live and self.shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+        self.status.clear()
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -225,7 +225,7 @@ def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:
     if not mappings:
         try:
             return plan.model_dump_json(indent=2)
-        except ValueError:
+        except ValueError:  # lone surrogates: json.dumps below writes them escaped
             pass
     document = plan.model_dump(mode="json")
     if mappings:

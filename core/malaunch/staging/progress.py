@@ -8,13 +8,11 @@ transfer threads add bytes as they go; the thread that waits for them calls :met
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Callable, Optional, TextIO
 
-from malaunch.log import logger
-from malaunch.progress import LIVE_EVERY, QUIET
+from malaunch.progress import QUIET, StatusLine
 
 EVERY = 5.0
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -44,12 +42,10 @@ class Progress:
         self.what = what
         self.total = total
         self.files = files
-        self.stream = stream if stream is not None else sys.stderr
+        self.status = StatusLine(stream, every=EVERY)
         self.clock = clock
         self.started = clock()
         self.next_line = self.started + QUIET
-        self.live = _is_terminal(self.stream)
-        self.shown = False
         self.done_bytes = 0
         self.done_files = 0
         self.lock = threading.Lock()
@@ -80,24 +76,8 @@ class Progress:
         now = self.clock()
         if now < self.next_line:
             return
-        if self.live:
-            self.stream.write(f"\r\x1b[Kmalaunch: {self.line()}")
-            self.stream.flush()
-            self.next_line = now + LIVE_EVERY
-        else:
-            logger.info(self.line())
-            self.next_line = now + EVERY
-        self.shown = True
+        self.next_line = now + self.status.show(self.line())
 
     def finish(self) -> None:
         """Clear the live line."""
-        if self.live and self.shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+        self.status.clear()
