@@ -64,9 +64,13 @@ def stage_in(target: Target, run: Run) -> MappingReport:
 
                 try:
                     run_all(run, todo, fetch, progress)
-                finally:
-                    removed = _remove_stale(manifest, listing, dest) if not single else 0
-                    manifest.save()
+                except BaseException:
+                    # what was fetched is kept for next time; the transfer's error is the one
+                    # to tell, not the manifest's (a full disk fails both)
+                    with contextlib.suppress(OSError):
+                        _close(manifest, listing, dest, single)
+                    raise
+                removed = _close(manifest, listing, dest, single)
     except InterruptedError as exc:
         raise Cancelled(str(exc)) from exc
     return _report(target, run, started, progress, skipped=fresh, removed=removed)
@@ -176,6 +180,13 @@ def _fresh(manifest: Manifest, name: str, entry: Entry, local: Path) -> bool:
         return False
     state = local_state(local / name if name else local)
     return state is not None and all(old.get(key) == value for key, value in state.items())
+
+
+def _close(manifest: Manifest, listing: Dict[str, Entry], dest: Path, single: bool) -> int:
+    """The end of a stage-in: stale copies removed (how many), the manifest saved."""
+    removed = 0 if single else _remove_stale(manifest, listing, dest)
+    manifest.save()
+    return removed
 
 
 def _remove_stale(manifest: Manifest, listing: Dict[str, Entry], local: Path) -> int:
