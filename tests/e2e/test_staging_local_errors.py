@@ -44,7 +44,7 @@ def source(tmp_path: Path) -> Path:
 @contextlib.contextmanager
 def tmpfs(where: Path, options: str) -> Iterator[Path]:
     """A tmpfs mounted at ``where`` for the block (we run as root), unmounted after."""
-    where.mkdir()
+    where.mkdir(exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root: a read-only or full disk cannot be made")
     made = subprocess.run(
@@ -246,6 +246,23 @@ def test_the_data_folder_holds_only_the_data_and_a_second_run_says_so(
     assert second.code == 0, second.stderr
     said = [line for line in second.stderr.splitlines() if "stage-in" in line]
     assert said == ["malaunch: info: stage-in: 2 files up to date, 0 B transferred"]
+
+
+def test_a_data_volume_whose_parent_is_read_only_keeps_its_manifest_inside(
+    source: Path, tmp_path: Path
+) -> None:
+    # A volume mounted at /data in a container whose / cannot be written: a writable tmpfs
+    # mounted on a folder of a read-only one.
+    with tmpfs(tmp_path / "root", "size=1m") as root:
+        (root / "data").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(root)], check=True)
+        with tmpfs(root / "data", "size=1m") as data:
+            args = launch(tmp_path, "--stage-in", f"{data}={source.as_uri()}")
+            first, second = run_cli(args, cwd=tmp_path), run_cli(args, cwd=tmp_path)
+            inside = sorted(os.listdir(data / ".malaunch-stage"))
+    assert (first.code, second.code) == (0, 0), first.stderr + second.stderr
+    assert inside == ["data.in.json", "data.in.lock"]  # the one place left on its filesystem
+    assert "stage-in: 2 files up to date, 0 B transferred" in second.stderr
 
 
 def test_a_manifest_left_in_the_data_by_an_earlier_version_is_read_once(

@@ -5,7 +5,8 @@ Neither lives in the data: a job that lists its data folder must find only its d
 a hidden folder beside the LOCAL, in its parent: ``<parent>/.malaunch-stage/<name>.in.json``
 and ``<name>.in.lock`` for a stage-in of ``<parent>/<name>`` (a folder or one file), and
 ``<name>.out.json`` for a stage-out. Beside, not in a per-node folder: nodes that share the
-filesystem of the data share the lock too.
+filesystem of the data share the lock too. Only where the parent may not be written does the
+folder go inside a LOCAL folder (:func:`manifest_place`).
 
 A stage-in manifest holds per file the source's size and ETag (S3) or modification time (other
 filesystems), and the local copy's size and mtime: a file is fetched again when the source or
@@ -26,6 +27,7 @@ waits, then finds everything up to date.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -58,6 +60,25 @@ def manifest_path(target: Path, direction: str) -> Path:
     :data:`FOLDER` beside it. Its lock is the same path ending in ``.lock``."""
     place = Path(os.path.abspath(target))  # "data/.." names the folder it is
     return place.parent / FOLDER / f"{place.name or 'root'}.{direction}.json"
+
+
+def manifest_place(target: Path, direction: str, is_dir: bool) -> Path:
+    """:func:`manifest_path`, its folder made. For a folder whose parent may not be written (a
+    volume mounted at ``/data`` in a container whose ``/`` is read-only, or root's), the one
+    place left on the data's filesystem: ``<target>/.malaunch-stage/``.
+
+    :raises OSError: neither can be made.
+    """
+    path = manifest_path(target, direction)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        return path
+    except OSError as exc:
+        if not is_dir or exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+    inside = Path(os.path.abspath(target)) / FOLDER / path.name
+    inside.parent.mkdir(exist_ok=True)
+    return inside
 
 
 def legacy_path(target: Path, direction: str, is_dir: bool) -> Path:

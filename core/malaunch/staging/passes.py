@@ -20,6 +20,7 @@ from malaunch.staging.manifest import (
     legacy_path,
     local_state,
     manifest_path,
+    manifest_place,
     own_file,
 )
 from malaunch.staging.models import MappingReport
@@ -40,12 +41,12 @@ def stage_in(target: Target, run: Run) -> MappingReport:
     if listing is None:
         return _report(target, run, started, None, skipped=0)  # FIFOs and devices only
     dest = target.local / Path(target.root).name if single and _is_dir(target) else target.local
-    manifest_file = manifest_path(dest, "in")
     try:
         # Every OSError here is the destination's: the listing is done, and a transfer's
         # errors are classified by the time they leave run_all.
         with local(dest, reading=False, direction="in"):
             (dest.parent if single else dest).mkdir(parents=True, exist_ok=True)
+            manifest_file = manifest_place(dest, "in", not single)
             with exclusive(manifest_file.with_suffix(".lock"), str(target.mapping), run.abort):
                 legacy = legacy_path(dest, "in", not single)
                 manifest = Manifest(manifest_file, target.mapping.url, legacy=legacy)
@@ -222,7 +223,11 @@ def stage_out(target: Target, run: Run) -> MappingReport:
     unreadable: List[str] = []
     files = {name: source} if single else _walk(source, run, unreadable)
     legacy = legacy_path(source, "out", not single)
-    manifest = Manifest(manifest_path(source, "out"), target.mapping.url, legacy=legacy)
+    try:
+        manifest_file = manifest_place(source, "out", not single)
+    except OSError:  # nowhere to keep it (read-only): every pass uploads everything
+        manifest_file = manifest_path(source, "out")
+    manifest = Manifest(manifest_file, target.mapping.url, legacy=legacy)
     todo = [(n, p, local_state(p)) for n, p in files.items() if not _fresh_out(manifest, n, p)]
     progress = _progress("stage-out", target, run, [(n, {"size": _size(s)}) for n, _, s in todo])
 
@@ -247,7 +252,7 @@ def stage_out(target: Target, run: Run) -> MappingReport:
         progress.file_done()
 
     errors = unreadable + run_all(run, todo, send, progress)
-    with contextlib.suppress(OSError):  # a read-only parent: every pass uploads everything
+    with contextlib.suppress(OSError):  # read-only: every pass uploads everything
         manifest.save()
     skipped = len(files) - len(todo)
     return _report(target, run, started, progress, skipped=skipped, errors=errors)
