@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import stat
 import threading
 import time
@@ -201,3 +202,41 @@ def test_a_transfer_stuck_on_a_fifo_is_left_behind_when_the_pass_stops(tmp_path:
         while any(t.name.startswith("malaunch-stage-") for t in threading.enumerate()):
             assert time.monotonic() < deadline
             time.sleep(0.01)
+
+
+def make_special(path: Path, kind: str) -> socket.socket:
+    """A FIFO, a bound UNIX socket or a character device at ``path`` (the socket returned, to
+    close; a dummy otherwise)."""
+    held = socket.socket(socket.AF_UNIX)
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "socket":
+        held.bind(str(path))
+    else:
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a null device, ours
+        except PermissionError:
+            held.close()
+            pytest.skip("making a device node needs root (CAP_MKNOD)")
+    return held
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "socket", "device"])
+def test_each_kind_is_skipped_as_a_local_and_inside_one(
+    tmp_path: Path, kind: str, messages: List[str]
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "c.bin").write_bytes(b"c")
+    with make_special(out / "odd", kind), make_special(tmp_path / "alone", kind):
+        pairs = parse_pairs(
+            [f"out={(tmp_path / 'r1').as_uri()}", f"alone={(tmp_path / 'r2').as_uri()}"],
+            "--stage-out",
+        )
+        reports = Stager(pairs, {}, launch_dir=tmp_path).stage_out(final=True)
+    assert [(report.files, report.errors) for report in reports] == [(1, ()), (0, ())]
+    assert os.listdir(tmp_path / "r1") == ["c.bin"] and not (tmp_path / "r2").exists()
+    assert [line for line in messages if "not a regular file" in line] == [
+        f"stage-out: {out}/odd is a {kind}, not a regular file: skipped",
+        f"stage-out: {tmp_path}/alone is a {kind}, not a regular file: skipped",
+    ]
