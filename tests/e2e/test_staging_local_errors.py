@@ -95,21 +95,21 @@ def test_stage_in_onto_a_full_disk_is_74_and_leaves_no_partial_file(
 
 
 @pytest.mark.parametrize(
-    ("local", "in_the_way", "named", "text"),
+    ("local", "in_the_way", "error"),
     [
-        ("afile/data", "afile", "afile/data", "Not a directory"),  # a path through a file
-        ("afile", "afile", "afile", "File exists"),  # a file where the folder must be
-        ("data", "data/sub", "data/sub", "File exists"),  # a file where a subfolder must be
+        ("afile/data", "afile", "afile/data: Not a directory"),  # a path through a file
+        ("afile", "afile", "afile: File exists"),  # a file where the folder must be
+        ("data", "data/sub", "data/sub: File exists"),  # a file where a subfolder must be
     ],
     ids=["through-a-file", "file-for-the-folder", "file-for-a-subfolder"],
 )
 def test_a_destination_that_cannot_be_a_folder_is_64(
-    source: Path, tmp_path: Path, local: str, in_the_way: str, named: str, text: str
+    source: Path, tmp_path: Path, local: str, in_the_way: str, error: str
 ) -> None:
     (tmp_path / in_the_way).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / in_the_way).write_text("a file")
     result = run_cli(launch(tmp_path, "--stage-in", f"{local}={source.as_uri()}"), cwd=tmp_path)
-    assert_refused(result, 64, f"stage-in: cannot write {tmp_path}/{named}: {text}")
+    assert_refused(result, 64, f"stage-in: cannot write {tmp_path}/{error}")
 
 
 def without_read_caps(args: List[str], cwd: Path, env: Dict[str, str]) -> CliResult:
@@ -175,9 +175,7 @@ def objects(s3: S3Server) -> List[str]:
     return sorted(item["Key"] for item in listing)
 
 
-def test_a_fifo_as_a_stage_out_local_is_skipped_never_opened(
-    s3: S3Server, tmp_path: Path
-) -> None:
+def test_a_fifo_as_a_stage_out_local_is_skipped_never_opened(s3: S3Server, tmp_path: Path) -> None:
     # Opening it would wait for a writer: the final pass blocked for ever, signals or not.
     s3.client().create_bucket(Bucket="results")
     os.mkfifo(tmp_path / "pipe")
@@ -289,7 +287,7 @@ while not pathlib.Path("go").exists():
 """
 
 
-def wait_for(path: Path, proc: "subprocess.Popen[str]") -> None:
+def wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 60
     while not path.exists():
         assert proc.poll() is None and time.monotonic() < deadline, f"no {path.name}"

@@ -72,7 +72,8 @@ def test_every_errno_is_64_66_or_74_in_one_line_naming_path_and_text(
     ],
 )
 def test_the_named_classes(number: int, reading: bool, cls: type) -> None:
-    error = local_error(OSError(number, os.strerror(number)), "/p", reading=reading, direction="out")
+    exc = OSError(number, os.strerror(number))
+    error = local_error(exc, "/p", reading=reading, direction="out")
     assert type(error) is cls
 
 
@@ -83,12 +84,11 @@ def test_a_partial_download_is_named_by_its_target() -> None:
 
 
 def test_local_maps_oserrors_but_lets_interruptions_through() -> None:
-    with pytest.raises(UsageError, match=r"^stage-out: cannot write /t: Not a directory$"):
-        with local("/t", reading=False, direction="out"):
-            raise NotADirectoryError(errno.ENOTDIR, "Not a directory")
-    with pytest.raises(InterruptedError):
-        with local("/t", reading=False, direction="out"):
-            raise InterruptedError("stopped while waiting for the lock")
+    writing = local("/t", reading=False, direction="out")
+    with pytest.raises(UsageError, match=r"^stage-out: cannot write /t: Not a directory$"), writing:
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory")
+    with pytest.raises(InterruptedError), local("/t", reading=False, direction="out"):
+        raise InterruptedError("stopped while waiting for the lock")
 
 
 def stage_in(source: Path, work: Path, local_name: str = "data") -> Stager:
@@ -190,7 +190,7 @@ def test_a_transfer_stuck_on_a_fifo_is_left_behind_when_the_pass_stops(tmp_path:
 
     threading.Timer(0.5, run.abort.set).start()
     try:
-        with pytest.raises(StagingError, match="^stopped with 1 file not transferred$"):
+        with pytest.raises(StagingError, match=r"^stopped with 1 file not transferred$"):
             run_all(run, [1], work, Progress("x", 1, 1))
         assert entered.is_set()
         stuck = [t for t in threading.enumerate() if t.name.startswith("malaunch-stage-")]
