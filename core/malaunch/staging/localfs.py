@@ -136,6 +136,8 @@ class Sink:
         with local(self.target, reading=False, direction="in"):
             while view:  # a write may take less than all, as on a disk that just filled
                 done = os.pwrite(self.handle.fileno(), view, offset)
+                if done <= 0:  # never seen on a file; a loop that cannot end must not be
+                    raise OSError(errno.EIO, "the disk took no byte of a write")
                 view, offset = view[done:], offset + done
 
     def truncate(self, size: int) -> None:
