@@ -30,8 +30,8 @@ def test_the_committed_trees_are_what_the_generator_writes(tmp_path: Path) -> No
     generator = MACHINES / "generate.py"
     subprocess.run([sys.executable, str(generator), str(tmp_path)], check=True, timeout=60)
     trees = sorted(p.name for p in tmp_path.iterdir())
-    committed = sorted(p.name for p in MACHINES.iterdir() if p.is_dir() and p.name[0] != "_")
-    assert trees == committed
+    folders = sorted(p.name for p in MACHINES.iterdir() if p.is_dir() and p.name[0] != "_")
+    assert trees == folders
     assert "dgx-a100" in trees and "atlas-800t-a2" in trees
     for name in trees:
         files = _files(tmp_path / name)
