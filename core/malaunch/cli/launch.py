@@ -90,6 +90,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         cwd=os.getcwd(),
         environ=dict(os.environ),
         framework_options=framework_values,
+        max_restarts=params["max_restarts"],
     )
     # click has checked every value (malaunch.cli.options); these only convert them.
     extra_env = parse_env_pairs(params["env"])

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from malaunch.errors import ExitCode, LaunchError
 from malaunch.job.protocol import Message
+from malaunch.supervisor.errorfile import read_error_file
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import log_tail
 
@@ -40,10 +41,11 @@ def exit_code_of(returncode: int) -> int:
 
 def failure_of(child: Child, tail_lines: int = 0) -> Dict[str, Any]:
     """The job channel's description of a failed process (its node is added by the sender):
-    with ``tail_lines``, its log's last lines and its Python exception, for every node's
-    summary."""
+    with ``tail_lines``, its log's last lines and its Python exception, and the structured
+    error of its error file (``@record``), for every node's summary."""
     returncode = child.returncode if child.returncode is not None else 0
     tail, exception = log_tail(child.spec.log_file, tail_lines)
+    error = read_error_file(child.spec.error_file)
     return {
         "kind": "exit",
         "rank": child.spec.rank,
@@ -53,6 +55,7 @@ def failure_of(child: Child, tail_lines: int = 0) -> Dict[str, Any]:
         "log_file": child.spec.log_file,
         "tail": tail,
         "exception": exception,
+        "error": error,
     }
 
 
