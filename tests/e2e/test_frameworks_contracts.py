@@ -187,6 +187,24 @@ def test_a_recorded_error_is_in_the_summary_of_every_node_and_the_report(tmp_pat
     assert "ValueError: rank 3 found a NaN in batch 17" in html
 
 
+def test_delegate_mode_reads_the_error_torchrun_copied(tmp_path: Path) -> None:
+    """torchrun's own main is decorated with @record: it copies its failed worker's error into
+    the error file malaunch gave it."""
+    need("torch")
+    logs = tmp_path / "logs"
+    result = run_cli(
+        ["--framework", "torch_ddp", "--torch-mode", "delegate", "--topology", "local",
+         "--nproc-per-node", "2", "--master-port", str(free_port("127.0.0.1")),
+         "--log-dir", str(logs), "--", sys.executable, str(WORKERS / "torch_record_fail.py"),
+         "1"],
+        env=launch_env(), timeout=180,
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    error = json.loads((logs / "malaunch-summary.json").read_text())["first_failure"]["error"]
+    assert (error["type"], error["message"]) == ("ValueError", "rank 1 found a NaN in batch 17")
+    assert error["file"] == str(logs / "torchrun-node-0.error.json")
+
+
 def chief_succeeded_at(logs: Path) -> float:
     """When the chief process ended, from node 0's summary."""
     chief = node_summary(logs, 0)["processes"][0]

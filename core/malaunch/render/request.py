@@ -110,14 +110,7 @@ def check(request: RenderRequest) -> RenderRequest:
         )
         raise UsageError(msg)
     _check_kubernetes_names(request)
-    for key, value in request.node_selector:
-        if not _is_qualified(key) or not _is_label_value(value):
-            msg = (
-                f"--node-selector {key}={value}: expected a Kubernetes label KEY=VALUE (KEY an "
-                "optional DNS prefix and '/', then a name; VALUE at most 63 letters, digits, "
-                "'-', '_' and '.')"
-            )
-            raise UsageError(msg)
+    _check_node_selector(request)
     if not request.image.strip() or any(c.isspace() for c in request.image):
         msg = f"--image {request.image!r}: expected an image reference without spaces"
         raise UsageError(msg)
@@ -126,6 +119,18 @@ def check(request: RenderRequest) -> RenderRequest:
         raise UsageError(msg)
     _check_chief(request)
     return request
+
+
+def _check_node_selector(request: RenderRequest) -> None:
+    for key, value in request.node_selector:
+        if not _is_qualified(key) or not _is_label_value(value):
+            pair = f"{key}={value}"
+            msg = (
+                f"--node-selector {pair!r}: expected a Kubernetes label KEY=VALUE (KEY an "
+                "optional DNS prefix and '/', then a name; VALUE at most 63 letters, digits, "
+                "'-', '_' and '.')"
+            )
+            raise UsageError(msg)
 
 
 def _check_chief(request: RenderRequest) -> None:

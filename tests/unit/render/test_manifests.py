@@ -363,7 +363,7 @@ REFUSED = [
     ),
     (
         {"node_selector": (("host arch", "arm"),)},
-        "--node-selector host arch=arm: expected a Kubernetes label KEY=VALUE (KEY an optional "
+        "--node-selector 'host arch=arm': expected a Kubernetes label KEY=VALUE (KEY an optional "
         "DNS prefix and '/', then a name; VALUE at most 63 letters, digits, '-', '_' and '.')",
     ),
     (
