@@ -76,3 +76,37 @@ def test_the_console_summary_shows_the_structured_error(tmp_path: Path) -> None:
     ]
     summary = json.loads((logs / "malaunch-summary.json").read_text())
     assert summary["first_failure"]["error"]["message"] == "shard 7 is corrupt"
+
+
+BIG_TRACEBACK = """\
+import os, sys, time
+if os.environ["RANK"] != "1":
+    time.sleep(60)
+lines = ["Traceback (most recent call last):"]
+lines += ['  File "/x/' + "\\u00e9" * 130 + str(i) + '.py", line 1, in f' for i in range(150)]
+print("\\n".join(lines) + "\\nValueError: big", flush=True)
+sys.exit(3)
+"""
+
+
+def test_a_failure_with_a_huge_non_ascii_traceback_still_reaches_every_node(
+    tmp_path: Path,
+) -> None:
+    """Its report used to exceed the job channel's 64 KiB line (each character six bytes as
+    ASCII JSON): node 1's launcher died with an internal error (70) and node 0 waited."""
+    script = tmp_path / "big.py"
+    script.write_text(BIG_TRACEBACK, encoding="utf-8")
+    logs = tmp_path / "logs"
+    result = run_cli(
+        ["simulate", "--nodes", "2", "--platform", "volcano", "--framework", "torch_ddp",
+         "--console-ranks", "none", "--log-dir", str(logs), "--", sys.executable, "-S",
+         str(script)],
+        timeout=120,
+    )  # fmt: skip
+    assert result.code == 3, result.stdout[-2000:] + result.stderr[-2000:]
+    stopped = json.loads((logs / "node-0" / "malaunch-summary.json").read_text())
+    assert stopped["exit_code"] == 75
+    told = stopped["stopped_by"]
+    assert (told["node"], told["rank"], told["code"]) == (1, 1, 3)
+    assert told["exception"].endswith("ValueError: big")
+    assert told["tail"][-1] == "ValueError: big"
