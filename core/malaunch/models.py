@@ -140,6 +140,11 @@ class ProcessSpec(FrozenModel):
         "error file, as @record writes it): removed before each start, read into the "
         "summary when the process fails",
     )
+    cpus: Optional[str] = Field(
+        default=None,
+        description="CPUs it is bound to between fork and exec, a Linux CPU list such as "
+        "0-23,48-71 (--cpu-bind sets it; a plugin leaves it None); None: not bound",
+    )
 
 
 class LaunchPlan(FrozenModel):
