@@ -64,6 +64,8 @@ class SuperviseOptions:
     stage-in); ``finish`` runs once the last attempt's processes have ended, before the
     summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
     only when an attempt has started (a job stopped before its start uploads nothing).
+    ``run_started`` is called once, when the first attempt's processes have started (the
+    launch's run folder then becomes its log dir's ``latest``: :mod:`malaunch.supervisor.runs`).
     """
 
     log_dir: str
@@ -86,3 +88,4 @@ class SuperviseOptions:
     console_dedup: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
+    run_started: Optional[Callable[[], None]] = None
