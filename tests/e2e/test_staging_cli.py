@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import pytest
 from s3server import S3Server, running_server
 
-from malaunch.testing import clean_env, malaunch_executable, pid_alive, run_cli
+from malaunch.testing import clean_env, malaunch_executable, pid_alive, run_cli, run_dir
 
 WORKER = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
 TREE = {"train/a.bin": 200_000, "train/deep/b.bin": 3_000, "valid/c.bin": 1, "README": 12}
@@ -67,7 +67,7 @@ def env_of(s3: S3Server, expected: Dict[str, str], **extra: str) -> Dict[str, st
 
 
 def summary(tmp: Path, node: Optional[int] = None) -> Dict[str, Any]:
-    logs = tmp / "logs" if node is None else tmp / "logs" / f"node-{node}"
+    logs = run_dir(tmp / "logs") if node is None else run_dir(tmp / "logs") / f"node-{node}"
     data: Dict[str, Any] = json.loads((logs / "malaunch-summary.json").read_text())
     return data
 

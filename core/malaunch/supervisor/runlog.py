@@ -105,8 +105,8 @@ class RunLog:
         except OSError as exc:
             logger.warning(f"cannot write {self.dir / MANIFEST}: {exc}")
         if self.on_first_attempt is not None:
-            started, self.on_first_attempt = self.on_first_attempt, None
-            started()
+            hook, self.on_first_attempt = self.on_first_attempt, None
+            hook()
 
     def chunk(self, child: Child, offset: int, arrived: float) -> None:
         """A chunk of ``child``'s output is about to be written at ``offset`` of its log."""
