@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, List, Sequence
 
 import pytest
-from launchers import Launchers, printed_nodes
+from launchers import Launchers, node_dir, printed_nodes
 
 from malaunch.testing import read_summary, run_cli, run_dir, wait_gone
 
@@ -109,19 +109,11 @@ def test_hang_in_a_real_gloo_job_is_found_and_rank_1_named(tmp_path: Path) -> No
         codes = nodes.wait(timeout=240)
         output = nodes.output()
     assert codes == {0: 124, 1: 75}, output
-    report = json.loads(
-        (run_dir(tmp_path / "logs") / "node-0" / "malaunch-summary.json").read_text()
-    )
+    report = json.loads((node_dir(tmp_path / "logs", 0) / "malaunch-summary.json").read_text())
     hang = report["hang"]
     assert (hang["node"], hang["rank"], hang["culprits"]) == (0, 1, [1])
     stacks = {
-        rank: (
-            run_dir(tmp_path / "logs")
-            / f"node-{rank // 2}"
-            / "stacks"
-            / "attempt-0"
-            / f"rank-{rank}.txt"
-        )
+        rank: node_dir(tmp_path / "logs", rank // 2) / "stacks" / "attempt-0" / f"rank-{rank}.txt"
         for rank in range(4)
     }
     assert "stall_in_data_loading" in stacks[1].read_text()

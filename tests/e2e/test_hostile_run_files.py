@@ -70,7 +70,7 @@ def test_report_warns_once_and_shows_what_the_other_file_holds(
     result = run_cli(["report", str(log_dir), "--html", str(out)], timeout=TIMEOUT)
     assert result.code == 0, result.stderr[:2000]
     assert result.stderr == f"malaunch: warning: ignoring {log_dir / file}: {WHY[damage]}\n"
-    assert result.stdout.startswith(f"wrote {out} (1 node, ")
+    assert result.stdout.startswith(f"wrote {out} (logs: 1 node, ")  # the folder read
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 

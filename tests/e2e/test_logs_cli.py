@@ -20,7 +20,7 @@ import pytest
 from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir, wait_gone
 
 READING = "malaunch: info: reading the latest run in "
-RUN = r"run-\d{8}-\d{6}-[0-9a-f]{6}"
+RUN = r"run-\d{8}-\d{6}-\d{3}[0-9a-f]{3}"
 STEP = 0.15  # seconds between two ranks' turns: far above the launcher's read latency
 
 # Rank r prints "step k" for every k = r (mod world) at START + k * STEP: the test forces one

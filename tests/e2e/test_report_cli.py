@@ -67,7 +67,8 @@ def test_an_unwritable_out_is_74_in_one_line(run_dir: Path, tmp_path: Path) -> N
     # anything is written, with 64: tests/e2e/test_hostile_files.py.
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "sub" / "r.html"
-    result = run_cli(["report", str(run_dir), "--html", str(out)])
+    (run,) = run_dir.glob("run-*")
+    result = run_cli(["report", str(run), "--html", str(out)])
     assert result.code == 74
     reason = f"{tmp_path / 'file'} is a file, not a directory"
     assert result.stderr == f"malaunch: error: cannot write the report {out}: {reason}\n"

@@ -19,7 +19,7 @@ from malaunch.testing.commands import CliResult
 TIMEOUT = 60.0
 INFO = "malaunch: info: "
 LOCAL = ("--framework", "torch_ddp", "--topology", "local", "--console-ranks", "none")
-RUN = r"run-\d{8}-\d{6}-[0-9a-f]{6}"
+RUN = r"run-\d{8}-\d{6}-\d{3}[0-9a-f]{3}"
 
 
 def launch(
@@ -150,6 +150,8 @@ def test_a_launch_failing_before_it_starts_leaves_every_earlier_run(
     if error is not None:
         assert failed.stderr.splitlines()[-1] == error
     assert removed_lines(failed.stderr) == []
+    # Its own folder went again: it wrote nothing (a launch stopped by another node keeps
+    # its summary: test_staging_job.py).
     assert runs(log_dir) == before and os.readlink(log_dir / "latest") == latest
     read = logs(str(log_dir))
     assert (read.code, read.stdout) == (0, "[node 0 rank 0] second\n")

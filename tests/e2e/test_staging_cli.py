@@ -302,7 +302,8 @@ def test_two_simulated_nodes_sharing_the_launch_directory(
         "--framework", "torch_ddp", "--nproc-per-node", "1", "--grace-period", "3",
         "--stage-in", "data=s3://data/set",
         "--stage-out", "out=s3://results/shared",  # shared: node 0 uploads it
-        "--stage-out", "logs/node-{node}=s3://results/logs/node{node}",  # each node its own
+        # each node its own: node-<k>/ of the simulation's run, which `latest` names by then
+        "--stage-out", "logs/latest/node-{node}=s3://results/logs/node{node}",
         "--", sys.executable, "-S", str(WORKER),
     ]  # fmt: skip
     result = run_cli(args, env=env_of(s3, bucket), cwd=tmp_path, timeout=180)
@@ -314,7 +315,7 @@ def test_two_simulated_nodes_sharing_the_launch_directory(
     for node in (0, 1):
         logs = uploaded(s3, f"logs/node{node}/")
         assert f"logs/node{node}/worker-{node}.log" in logs, sorted(logs)
-    assert [mapping["local"] for mapping in nodes[1]["stage_out"]["mappings"]] == ["logs/node-1"]
+    assert [m["local"] for m in nodes[1]["stage_out"]["mappings"]] == ["logs/latest/node-1"]
 
 
 class Watched:

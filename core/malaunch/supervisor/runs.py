@@ -3,18 +3,21 @@
 ::
 
     <log dir>/
-      run-20261126-031502-3f9a1c/      one launch: rank logs, manifest, index, summary, ...
-      run-20261126-041733-b07e52/
-      latest -> run-20261126-041733-b07e52   (a symlink; a file holding the name where the
+      run-20261126-031502-4173f9/      one launch: rank logs, manifest, index, summary, ...
+      run-20261126-041733-052b07/
+      latest -> run-20261126-041733-052b07   (a symlink; a file holding the name where the
                                               filesystem has no symlinks)
 
-A run folder is named after the UTC time its launch began, to the second, and six random hex
-digits: names sort by time, and two launches in the same second never share one (the folder
-is made with ``mkdir``, never reused). It is made before the topology wait, and the plan sees
+A run folder is named after the UTC time its launch began: the date, the time to the second,
+then six characters, the milliseconds and three random hex digits. Names sort by time, and two
+launches in the same millisecond never share one (the folder is made with ``mkdir``, never
+reused: a name taken is drawn again). It is made before the topology wait, and the plan sees
 it as its log dir. Once its first processes have started (:meth:`RunFolder.started`) it
 becomes ``latest``, and the oldest runs beyond ``--keep-runs`` are removed, each said on the
-console. A launch that ends before that removes its own folder and touches nothing else, so
-a launch that fails early never costs an earlier run.
+console. A launch that ends before that never becomes ``latest`` and never costs an earlier
+run: its folder goes, or stays with only the summary that says why it stopped when it wrote
+one (a stage-in that failed, node 0 stopped by another node); such folders are kept up to
+``--keep-runs`` too, counted apart from the runs.
 
 While it runs, a launcher holds an exclusive lock (``flock``) on its run's ``.malaunch-lock``:
 pruning passes over a locked run, so launches sharing a log dir (two jobs in one folder, the
@@ -35,7 +38,7 @@ import re
 import secrets
 import shutil
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from malaunch.errors import MissingInputError, UsageError
 from malaunch.files import check_directory, read_pointer, remove_empty, write_pointer
@@ -46,14 +49,15 @@ INDEX = "malaunch-index.bin"
 SUMMARY = "malaunch-summary.json"
 LATEST = "latest"
 LOCK = ".malaunch-lock"
-RUN_NAME = re.compile(r"run-\d{8}-\d{6}-[0-9a-f]{6}")
+RUN_NAME = re.compile(r"run-\d{8}-\d{6}-\d{3}[0-9a-f]{3}")
 DEFAULT_KEEP_RUNS = 10
 
 
 def run_name(now: float, token: str) -> str:
-    """``run-YYYYMMDD-HHMMSS-<token>``, the time in UTC."""
+    """``run-YYYYMMDD-HHMMSS-mmm<token>``: the time in UTC, its milliseconds, then ``token``
+    (three hex digits)."""
     moment = datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc)
-    return f"run-{moment:%Y%m%d-%H%M%S}-{token}"
+    return f"run-{moment:%Y%m%d-%H%M%S}-{moment.microsecond // 1000:03d}{token}"
 
 
 def runs_in(root: Path) -> List[Path]:
@@ -77,13 +81,13 @@ def holds_run(folder: Path) -> bool:
 
 def current_run(root: Path) -> Optional[Path]:
     """The run a log dir stands for: the one ``latest`` names, else the newest run folder
-    holding a run. None when ``root`` keeps no run folders (a run folder itself, a simulate
-    run's ``node-<k>/``, a log dir of an earlier malaunch, a folder of collected node dirs),
-    which is then read as it is."""
+    holding a manifest (a run that started). None when ``root`` keeps no such folders (a run
+    folder itself, a simulate run's ``node-<k>/``, a log dir of an earlier malaunch, a folder
+    of collected node dirs), which is then read as it is."""
     name = read_pointer(root / LATEST)
     if name is not None and RUN_NAME.fullmatch(name) and (root / name).is_dir():
         return root / name
-    started = [path for path in runs_in(root) if holds_run(path)]
+    started = [path for path in runs_in(root) if (path / MANIFEST).is_file()]
     return started[-1] if started else None
 
 
@@ -162,7 +166,7 @@ class RunFolder:
                 f"in the log dir: kept as it is; each run now goes to a run-* folder of its own"
             )
         for _ in range(16):
-            path = root / run_name(now(), secrets.token_hex(3))
+            path = root / run_name(now(), secrets.token_hex(2)[:3])
             try:
                 path.mkdir()
             except FileExistsError:
@@ -211,13 +215,14 @@ class RunFolder:
             write_pointer(self.root / LATEST, self.path.name)
         except OSError as exc:
             logger.warning(f"cannot point {self.root / LATEST} at {self.path.name}: {exc}")
-        for path in prune(self.root, self.keep, self.path):
-            logger.info(f"removed the run {path} (--keep-runs {self.keep}: the newest are kept)")
+        self._prune()
 
     def close(self) -> None:
-        """The launcher is done: a run that never started anything leaves nothing behind
-        (earlier runs and ``latest`` were never touched); the lock goes."""
-        if self.managed and not self.is_started:
+        """The launcher is done. A launch that ended before starting a process keeps its
+        folder only when it wrote its summary there (the error that stopped it, node 0's
+        ``stopped_by``), never as ``latest``; earlier runs are untouched. The lock goes."""
+        ended_early = self.managed and not self.is_started
+        if ended_early and not (self.path / SUMMARY).is_file():
             shutil.rmtree(self.path, ignore_errors=True)
         elif self.managed:
             with contextlib.suppress(OSError):
@@ -225,21 +230,33 @@ class RunFolder:
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
+        if ended_early and self.path.is_dir():
+            self._prune()  # other launches that ended early: a crash loop stays bounded
         if self.made_root is not None and not self.is_started:
             remove_empty(self.root, self.made_root)
 
+    def _prune(self) -> None:
+        for path, started in prune(self.root, self.keep, self.path, self.is_started):
+            what = "the run" if started else "the folder of a launch that ended before starting,"
+            logger.info(f"removed {what} {path} (--keep-runs {self.keep}: the newest are kept)")
 
-def prune(root: Path, keep: int, current: Path) -> List[Path]:
-    """Remove the oldest run folders of ``root`` so that ``keep`` remain with ``current``
-    (``keep`` 0: all are kept); a run whose launcher still runs is passed over. Returns the
-    folders removed."""
+
+def prune(root: Path, keep: int, current: Path, started: bool) -> List[Tuple[Path, bool]]:
+    """Remove the oldest run folders of ``root`` beyond ``keep`` (0: keep all), ``current``
+    counted, each kind apart: runs that started (their manifest is there) and launches that
+    ended before starting (only a summary); a launch that ended early never costs a run. A
+    folder whose launcher still runs is passed over. A launch that ended early prunes only
+    its own kind. Returns each folder removed, and whether it had started."""
     if keep <= 0:
         return []
     others = [path for path in runs_in(root) if path != current]
+    kinds = {True: [p for p in others if (p / MANIFEST).is_file()]}
+    kinds[False] = [p for p in others if p not in kinds[True]]
     removed = []
-    for path in others[: max(0, len(others) + 1 - keep)]:
-        if _remove_finished(path):
-            removed.append(path)
+    for kind in (True, False) if started else (False,):
+        paths = kinds[kind]
+        excess = len(paths) + (1 if kind == started else 0) - keep
+        removed += [(path, kind) for path in paths[: max(0, excess)] if _remove_finished(path)]
     return removed
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from malaunch.supervisor.runs import SUMMARY, current_run
+from malaunch.supervisor.runs import SUMMARY, runs_in
 from malaunch.testing.environment import clean_env
 
 
@@ -76,10 +76,12 @@ def wait_gone(pids: Sequence[int], timeout: float = 5.0) -> List[int]:
 
 
 def run_dir(log_dir: Path) -> Path:
-    """The run folder the last launch with ``--log-dir log_dir`` wrote (the one ``latest``
-    names); ``log_dir`` itself when it keeps no run folders (a run folder, a simulated node's
-    ``node-<k>/``)."""
-    return current_run(log_dir) or log_dir
+    """The run folder the last launch with ``--log-dir log_dir`` wrote: the newest one there
+    (the one ``latest`` names, or a newer one of a launch that ended before starting, which
+    holds only its summary); ``log_dir`` itself when it keeps no run folders (a run folder, a
+    simulated node's ``node-<k>/``)."""
+    runs = runs_in(log_dir)
+    return runs[-1] if runs else log_dir
 
 
 def read_summary(log_dir: Path) -> Dict[str, Any]:

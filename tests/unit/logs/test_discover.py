@@ -116,7 +116,7 @@ def test_garbage_in_a_manifest_is_skipped(make_node: MakeNode) -> None:
     assert rank_logs(run.path, {"files": "nope"}) == []
 
 
-OLD, NEW = "run-20260101-000000-aaaaaa", "run-20260102-000000-bbbbbb"
+OLD, NEW = "run-20260101-000000-000aaa", "run-20260102-000000-000bbb"
 
 
 def test_a_log_dir_stands_for_its_latest_run_at_every_level(
