@@ -122,6 +122,14 @@ def check_prefix_template(template: str) -> str:
     return template
 
 
+def _plain_lines(chunk: bytes, end: int) -> bool:
+    """Whether the complete lines of ``chunk`` (its first ``end`` bytes) hold no control.
+    ASCII is looked at whole, without a copy; otherwise the unfinished tail may end inside a
+    UTF-8 character, so the lines are looked at alone."""
+    whole = end == len(chunk) or chunk.isascii()
+    return is_plain(chunk if whole else chunk[:end])
+
+
 class LineRelay:
     """Cuts one process's output into whole lines and prefixes them for the console.
 
@@ -144,12 +152,10 @@ class LineRelay:
         if end == 0:
             self._keep(chunk)
             return
-        if self.escape:
-            lines = chunk if end == len(chunk) else chunk[:end]  # a tail may end mid-character
-            if not (is_plain(lines) and is_plain(self.partial)):
-                self._write_lines(self.partial + lines)
-                self.partial = chunk[end:]
-                return
+        if self.escape and not (_plain_lines(chunk, end) and is_plain(self.partial)):
+            self._write_lines(self.partial + chunk[:end])
+            self.partial = chunk[end:]
+            return
         # One C-level replace prefixes every line (no Python loop over lines). It also puts a
         # prefix after the last newline, before the unfinished tail: both are cut off the view.
         body = chunk.replace(b"\n", self.newline_prefix)
