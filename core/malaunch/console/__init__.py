@@ -6,8 +6,8 @@ folded lines, the launcher's own messages (the CLI's loguru sink and error line)
 live status line and ``malaunch logs``. When stdout and stderr are the same pipe or terminal
 (``2>&1``, an interactive shell), they share one stream, so their lines keep their order even
 while the reader is stalled. The event loop flushes the streams
-(:meth:`malaunch.events.EventLoop.add_output`); at exit, :func:`finish` gives a stalled reader
-:data:`EXIT_GRACE` seconds to take the rest (the final summary) and then gives up.
+(:meth:`malaunch.events.EventLoop.add_output`); after the summary, :func:`drain` gives a
+stalled reader :data:`EXIT_GRACE` seconds to take the rest and then gives up.
 
 Tool commands that print a document (``render``, ``--dry-run``, ``topology --json``) write
 through Python's ``sys.stdout`` as usual: their reader gets every byte, however slowly.
@@ -27,6 +27,7 @@ __all__ = [
     "EXIT_GRACE",
     "ConsoleStream",
     "escape_bytes",
+    "drain",
     "escape_text",
     "finish",
     "is_plain",
@@ -77,12 +78,20 @@ def streams() -> List[ConsoleStream]:
     return list(_by_file.values())
 
 
-def finish(grace: float = EXIT_GRACE) -> None:
-    """At exit: wait up to ``grace`` seconds in all for the streams to drain, then close
-    them; what a reader still stalled has not taken is given up."""
+def drain(grace: float = EXIT_GRACE) -> None:
+    """Wait up to ``grace`` seconds in all for every stream to be taken by its reader. A
+    stream whose reader is still stalled then is not waited for again (by :func:`finish`)."""
     deadline = time.monotonic() + grace
     for each in streams():
-        each.wait(max(0.0, deadline - time.monotonic()))
+        if not each.given_up and not each.wait(max(0.0, deadline - time.monotonic())):
+            each.given_up = True
+
+
+def finish(grace: float = EXIT_GRACE) -> None:
+    """At exit: :func:`drain`, then close the streams; what a reader still stalled has not
+    taken is given up."""
+    drain(grace)
+    for each in streams():
         each.close()
     _by_fd.clear()
     _by_file.clear()

@@ -4,12 +4,14 @@ blocking the launcher.
 A write goes out at once when it can. When the reader is slow (a ``| tee`` that blocks, a
 terminal paused with Ctrl-S, a slow log shipper), what does not fit waits in a buffer, flushed
 by the event loop when the descriptor is writable again (:meth:`ConsoleStream.write_fd`,
-:meth:`ConsoleStream.on_writable`). Once a console copy does not fit in :data:`LIMIT` bytes,
-the stream drops console copies, whole, counting their lines, until the reader has caught up
-(the buffer is empty); one line then says how many were dropped and that the log files hold
-them. The launcher's own messages have :data:`RESERVE` bytes more; ``malaunch logs``, whose
-lines are in files that wait, queues without dropping and waits for room itself
-(:meth:`ConsoleStream.wait`).
+:meth:`ConsoleStream.on_writable`). A reader that has taken nothing for :data:`PATIENCE`
+seconds is stalled: it is held :data:`LIMIT` bytes. One that reads, only not as fast as a
+burst comes (a pipe's reader on a busy machine), may fall :data:`BURST` bytes behind. Past
+that, the stream drops console copies, whole, counting their lines, until the reader has
+caught up (the buffer is empty); one line then says how many were dropped and that the log
+files hold them. The launcher's own messages have :data:`RESERVE` bytes more; ``malaunch
+logs``, whose lines are in files that wait, queues without dropping and waits for room
+itself (:meth:`ConsoleStream.wait`).
 
 Writes may come from a thread beside the loop (data staging's progress and messages): every
 method takes the stream's lock, and a write never waits for the reader.
@@ -21,11 +23,13 @@ import collections
 import select
 import threading
 import time
-from typing import Deque, Optional
+from typing import Callable, Deque, Optional
 
 from malaunch.console.sinks import Sink
 
-LIMIT = 1 << 20  # bytes of console copies held for a slow reader (about 10,000 lines)
+LIMIT = 1 << 20  # bytes of console copies held for a stalled reader (about 10,000 lines)
+BURST = 16 << 20  # how far a reader that keeps reading may fall behind a burst
+PATIENCE = 1.0  # seconds without taking anything after which a reader counts as stalled
 RESERVE = 1 << 18  # more for the launcher's own messages, which are in no log file
 BATCH = 1 << 16  # bytes per write syscall when flushing queued pieces
 
@@ -35,9 +39,10 @@ DROPPED_HINT = "the log files hold them"
 class ConsoleStream:
     """One descriptor (a pipe, a terminal, a socket or a regular file) and its buffer."""
 
-    def __init__(self, sink: Sink, limit: int = LIMIT) -> None:
+    def __init__(self, sink: Sink, clock: Callable[[], float] = time.monotonic) -> None:
         self.sink = sink
-        self.limit = limit
+        self.clock = clock
+        self.progress = 0.0  # when the reader last took something (or data began to wait)
         self.queue: Deque[bytes] = collections.deque()
         self.queued = 0  # bytes in the queue
         self.offset = 0  # bytes of queue[0] already written
@@ -45,6 +50,7 @@ class ConsoleStream:
         self.dropped = 0  # lines dropped since the last note
         self.dropped_total = 0
         self.broken = False  # the reader went away: everything goes to the log files only
+        self.given_up = False  # still stalled after the grace at exit: not waited for again
         self.hint = DROPPED_HINT
         self.lock = threading.RLock()
 
@@ -67,14 +73,24 @@ class ConsoleStream:
             if self.broken or not data:
                 return
             self._flush()
-            room = self.limit + (RESERVE if keep else 0)
-            if self.queue and (self.buffered + len(data) > room or (self.dropping and not keep)):
-                self.dropping = self.dropping or not keep
-                lines = max(1, data.count(b"\n"))
-                self.dropped += lines
-                self.dropped_total += lines
+            if self._fits(len(data), keep):
+                self._send(data)
                 return
-            self._send(data)
+            self.dropping = self.dropping or not keep
+            lines = max(1, data.count(b"\n"))
+            self.dropped += lines
+            self.dropped_total += lines
+
+    def _fits(self, size: int, keep: bool) -> bool:
+        if not self.queue:
+            return True
+        after = self.buffered + size
+        if keep:
+            return after <= BURST + RESERVE
+        if self.dropping:
+            return False  # until the reader has caught up: no half-shown stretches
+        reading = self.clock() - self.progress < PATIENCE
+        return after <= LIMIT or (reading and after <= BURST)
 
     def put(self, data: bytes) -> None:
         """Queue ``data`` whatever its size: for a caller that waits for room (:meth:`wait`)."""
@@ -96,6 +112,8 @@ class ConsoleStream:
             self._enqueue(data[written:] if written else data)
 
     def _enqueue(self, data: bytes) -> None:
+        if not self.queue:
+            self.progress = self.clock()
         self.queue.append(data)
         self.queued += len(data)
 
@@ -139,6 +157,8 @@ class ConsoleStream:
                 return
             if self.broken:
                 return
+            if written:
+                self.progress = self.clock()
             self.offset += written
             if self.offset < len(head):
                 return

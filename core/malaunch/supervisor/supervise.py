@@ -82,6 +82,9 @@ def supervise(
             )
         finally:
             reaper.close()
+    # The summary is the last thing shown: a stalled reader gets a short grace for it (the
+    # signal handlers are the default ones again: a SIGTERM now ends the launcher at once).
+    console.drain(console.EXIT_GRACE)
     if last.launch_error is not None:
         raise last.launch_error
     if finished.error is not None:

@@ -9,13 +9,13 @@ import pty
 import re
 import termios
 import threading
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pytest
 
 from malaunch import console
 from malaunch.console.sinks import ReopenedSink, open_sink
-from malaunch.console.stream import LIMIT, RESERVE, ConsoleStream
+from malaunch.console.stream import BURST, LIMIT, PATIENCE, RESERVE, ConsoleStream
 
 LINE = b"rank 0 line %06d " + b"." * 80 + b"\n"
 NOTE = re.compile(rb"malaunch: warning: (\d+) console lines? dropped: the console's reader did "
@@ -31,10 +31,27 @@ def pipe() -> Iterator[Tuple[int, int]]:
             os.close(fd)
 
 
-def stream_of(fd: int) -> ConsoleStream:
+class Clock:
+    """Time that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stream_of(fd: int, clock: Optional[Clock] = None) -> ConsoleStream:
     sink = open_sink(fd)
     assert sink is not None
-    return ConsoleStream(sink)
+    return ConsoleStream(sink, clock or Clock())
+
+
+def fill_and_stall(stream: ConsoleStream, clock: Clock) -> None:
+    """Fill the pipe and let lines wait, then let the reader stay away past the patience."""
+    while stream.write_fd() is None:
+        stream.write(b"rank 0 warm-up line\n")
+    clock.now += PATIENCE + 0.1
 
 
 def read_all(read_fd: int, stream: ConsoleStream) -> bytes:
@@ -57,10 +74,10 @@ def test_a_stalled_pipe_drops_whole_lines_counts_them_and_says_so(
     pipe: Tuple[int, int],
 ) -> None:
     read_fd, write_fd = pipe
-    stream = stream_of(write_fd)
-    total = 30 * (
-        LIMIT // len(LINE) // 10
-    )  # three times what the buffer holds, the pipe's 64 KiB aside
+    clock = Clock()
+    stream = stream_of(write_fd, clock)
+    fill_and_stall(stream, clock)
+    total = 30 * (LIMIT // len(LINE) // 10)  # three times what a stalled reader is held
     for start in range(0, total, 10):  # relay blocks of 10 lines; none of these writes blocks
         stream.write(b"".join(LINE % i for i in range(start, start + 10)))
     assert stream.dropped_total > 0
@@ -68,7 +85,7 @@ def test_a_stalled_pipe_drops_whole_lines_counts_them_and_says_so(
     stream.write(b"malaunch: warning: the launcher's own\n", keep=True)  # kept while dropping
     got = read_all(read_fd, stream)
     lines = got.splitlines(keepends=True)
-    shown = [line for line in lines if line.startswith(b"rank 0 line")]
+    shown = [line for line in lines if line.startswith(b"rank 0 line ")]
     assert shown == [LINE % i for i in range(len(shown))]  # a head, whole and in order
     notes = [NOTE.fullmatch(line) for line in lines if line.startswith(b"malaunch: warning: ")]
     assert lines[-2:] == [b"malaunch: warning: the launcher's own\n", lines[-1]]
@@ -79,16 +96,37 @@ def test_a_stalled_pipe_drops_whole_lines_counts_them_and_says_so(
     assert os.read(read_fd, 1 << 16) == LINE % total
 
 
+def test_a_reader_that_keeps_reading_may_fall_a_burst_behind(pipe: Tuple[int, int]) -> None:
+    """Slower than a burst but not stalled (a pipe's reader on a busy machine): nothing is
+    dropped until it is BURST bytes behind."""
+    read_fd, write_fd = pipe
+    stream = stream_of(write_fd)  # the clock stands still: the reader took data just now
+    line = b"x" * 1023 + b"\n"
+    while stream.buffered + len(line) <= BURST:
+        stream.write(line)
+    assert stream.dropped_total == 0
+    stream.write(line)
+    assert stream.dropped_total == 1
+    read_all(read_fd, stream)
+
+
 def test_the_launchers_own_messages_have_a_reserve_then_are_counted(
     pipe: Tuple[int, int],
 ) -> None:
     read_fd, write_fd = pipe
-    stream = stream_of(write_fd)
+    clock = Clock()
+    stream = stream_of(write_fd, clock)
+    fill_and_stall(stream, clock)
     message = b"m" * 1023 + b"\n"
-    for _ in range((1 << 16) // len(message) + (LIMIT + RESERVE) // len(message) + 10):
-        stream.write(message, keep=True)
-    assert LIMIT < stream.buffered <= LIMIT + RESERVE
-    assert stream.dropped_total > 0
+    while stream.buffered + len(message) <= LIMIT:
+        stream.write(message)
+    stream.write(message)
+    assert stream.dropped_total == 1  # a rank's line: the stalled reader's LIMIT is reached
+    while stream.buffered + len(message) <= BURST + RESERVE:
+        stream.write(message, keep=True)  # the launcher's own: kept
+    assert stream.dropped_total == 1
+    stream.write(message, keep=True)
+    assert stream.dropped_total == 2
     read_all(read_fd, stream)
     assert stream.write_fd() is None
 
@@ -148,11 +186,17 @@ def test_a_terminal_under_xoff_does_not_block_and_resumes_on_xon() -> None:
         attrs[0] |= termios.IXON  # what a terminal does with Ctrl-S / Ctrl-Q
         attrs[1] &= ~termios.ONLCR
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        stream = stream_of(slave)
+        clock = Clock()
+        stream = stream_of(slave, clock)
         assert isinstance(stream.sink, ReopenedSink) and stream.isatty
         os.write(master, b"\x13")  # XOFF (Ctrl-S)
-        total = 2 * LIMIT // len(LINE)
-        for i in range(total):
+        head = 0
+        while stream.write_fd() is None:  # until a line waits: a stopped terminal takes none
+            stream.write(LINE % head)
+            head += 1
+        clock.now += PATIENCE + 0.1
+        total = head + 2 * LIMIT // len(LINE)
+        for i in range(head, total):
             stream.write(LINE % i)
         assert stream.dropped_total > 0 and stream.buffered > 0
         os.write(master, b"\x11")  # XON (Ctrl-Q)
