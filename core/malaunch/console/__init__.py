@@ -26,8 +26,8 @@ from malaunch.console.stream import ConsoleStream
 __all__ = [
     "EXIT_GRACE",
     "ConsoleStream",
-    "escape_bytes",
     "drain",
+    "escape_bytes",
     "escape_text",
     "finish",
     "is_plain",
