@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import pty
+import socket
 import re
 import termios
 import threading
@@ -14,7 +15,7 @@ from typing import Iterator, List, Optional, Tuple
 import pytest
 
 from malaunch import console
-from malaunch.console.sinks import ReopenedSink, open_sink
+from malaunch.console.sinks import ReopenedSink, SocketSink, ToggledSink, open_sink
 from malaunch.console.stream import BURST, LIMIT, PATIENCE, RESERVE, ConsoleStream
 
 LINE = b"rank 0 line %06d " + b"." * 80 + b"\n"
@@ -216,3 +217,30 @@ def test_a_terminal_under_xoff_does_not_block_and_resumes_on_xon() -> None:
     finally:
         os.close(master)
         os.close(slave)
+
+
+def test_a_socket_is_written_without_blocking_and_keeps_its_flags() -> None:
+    """stdout as a socket (systemd's journal): MSG_DONTWAIT, the descriptor left blocking."""
+    ours, theirs = socket.socketpair()
+    try:
+        clock = Clock()
+        stream = stream_of(ours.fileno(), clock)
+        assert isinstance(stream.sink, SocketSink)
+        fill_and_stall(stream, clock)
+        for i in range(2 * LIMIT // len(LINE)):
+            stream.write(LINE % i)
+        assert stream.dropped_total > 0 and os.get_blocking(ours.fileno())
+        stream.close()
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_the_last_resort_sets_non_blocking_only_for_each_write(pipe: Tuple[int, int]) -> None:
+    read_fd, write_fd = pipe
+    clock = Clock()
+    stream = ConsoleStream(ToggledSink(write_fd), clock)
+    fill_and_stall(stream, clock)  # the pipe is full: a blocking write would never return
+    assert os.get_blocking(write_fd)
+    read_all(read_fd, stream)
+    assert stream.write_fd() is None and os.get_blocking(write_fd)
