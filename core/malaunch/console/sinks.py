@@ -13,9 +13,11 @@ at once. A regular file is written as before, blocking: it never waits on a read
 from __future__ import annotations
 
 import os
-import socket
 import stat
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # imported when stdout is a socket: the launch path does without it
+    import socket
 
 
 class Sink:
@@ -51,11 +53,14 @@ class SocketSink(Sink):
     blocking = False
 
     def __init__(self, sock: socket.socket) -> None:
+        import socket  # noqa: PLC0415 (start-up: only a socket console needs it)
+
         super().__init__(sock.fileno())
         self.sock = sock
+        self.flags: int = socket.MSG_DONTWAIT
 
     def write(self, data: memoryview) -> int:
-        return self.sock.send(data, socket.MSG_DONTWAIT)
+        return self.sock.send(data, self.flags)
 
     def close(self) -> None:
         self.sock.close()  # a duplicate: the launcher's own descriptor stays open
@@ -87,6 +92,8 @@ def open_sink(fd: int) -> Optional[Sink]:
     if stat.S_ISREG(mode):
         return Sink(fd)
     if stat.S_ISSOCK(mode):
+        import socket  # noqa: PLC0415 (start-up: only a socket console needs it)
+
         try:
             return SocketSink(socket.socket(fileno=os.dup(fd)))
         except OSError:
@@ -96,3 +103,4 @@ def open_sink(fd: int) -> Optional[Sink]:
         return ReopenedSink(os.open(f"/proc/self/fd/{fd}", flags), tty)
     except OSError:  # no /proc, a terminal we may not open again
         return ToggledSink(fd, tty)
+
