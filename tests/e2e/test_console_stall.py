@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 from consoles import Console, PipeConsole, PtyConsole, kill_group
@@ -117,7 +117,7 @@ def rank_logs(logs: Path) -> Dict[int, List[bytes]]:
     return found
 
 
-def summaries(logs: Path) -> List[Dict[str, object]]:
+def summaries(logs: Path) -> List[Dict[str, Any]]:
     return [json.loads(p.read_text()) for p in logs.rglob("malaunch-summary.json")]
 
 
@@ -127,7 +127,7 @@ def check(run: Run, ranks: Sequence[int]) -> None:
     assert codes == dict.fromkeys(run.procs, 0), output[-3000:]
     for summary in summaries(run.logs):
         assert summary["exit_code"] == 0 and summary["hang"] is None
-        assert all(p["exit_code"] == 0 for p in summary["processes"])  # type: ignore[attr-defined, index]
+        assert all(p["exit_code"] == 0 for p in summary["processes"])
     # The log files hold every line each rank printed, in order.
     logs = rank_logs(run.logs)
     total = 0

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -32,7 +33,7 @@ def big_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path / "logs"
 
 
-def start_unread(args: list, cwd: Path) -> subprocess.Popen[bytes]:
+def start_unread(args: List[str], cwd: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([malaunch_executable(), *args], cwd=cwd, env=clean_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 

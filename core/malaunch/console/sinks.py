@@ -103,4 +103,3 @@ def open_sink(fd: int) -> Optional[Sink]:
         return ReopenedSink(os.open(f"/proc/self/fd/{fd}", flags), tty)
     except OSError:  # no /proc, a terminal we may not open again
         return ToggledSink(fd, tty)
-

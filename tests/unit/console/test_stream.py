@@ -6,8 +6,8 @@ import contextlib
 import fcntl
 import os
 import pty
-import socket
 import re
+import socket
 import termios
 import threading
 from typing import Iterator, List, Optional, Tuple
