@@ -18,6 +18,7 @@ from malaunch.supervisor.node import NodeRun
 from malaunch.supervisor.options import Finished, SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import FdConsole, parse_console_ranks
+from malaunch.supervisor.preflight import check_open_files
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.signals import SignalWakeup
 from malaunch.supervisor.summary import report
@@ -35,11 +36,16 @@ def supervise(
     ``replan(attempt, master_port)`` builds the plan of restart ``attempt`` (1, 2, ...),
     re-reading the topology, with the fresh rendezvous port node 0 chose (or None); without it
     a restart runs the same plan again. Raises LaunchError (71) when a process cannot be
-    started, after stopping those that were, PeerError (69) when the job's other node
-    launchers did not join in time, and the error of ``options.prepare`` (data staging's
-    stage-in: 64, 65, 66, 74) when it failed on this node.
+    started, after stopping those that were, or before starting any when the open-files
+    limit cannot hold them all (:func:`~malaunch.supervisor.preflight.check_open_files`);
+    PeerError (69) when the job's other node launchers did not join in time; and the error
+    of ``options.prepare`` (data staging's stage-in: 64, 65, 66, 74) when it failed on this
+    node.
     """
     selection = parse_console_ranks(options.console_ranks)
+    job = options.job
+    peers = job.nnodes - 1 if job is not None and job.serves else 0
+    check_open_files(len(plan.processes), peers, hang=options.hang is not None)
     console = options.console if options.console is not None else FdConsole()
     with SignalWakeup(options.forward_signals) as wakeup:
         containment = Containment.start() if options.containment else Containment()
