@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import click
 
+from malaunch.cli.options import Command
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs
@@ -80,7 +81,7 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
     )
 
 
-@click.command("logs")
+@click.command("logs", cls=Command)
 @click.argument("dirs", nargs=-1, metavar="[DIR]...", type=click.Path(path_type=Path))
 @click.option(
     "--ranks",

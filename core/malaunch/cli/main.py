@@ -19,7 +19,7 @@ import click
 
 from malaunch import __version__, log
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import ENV_PREFIX
+from malaunch.cli.options import envvar_name
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
 
@@ -147,20 +147,9 @@ def _culprit(param: click.Parameter, ctx: Optional[click.Context]) -> str:
     name = param.name or ""
     source = ctx.get_parameter_source(name) if ctx is not None and name else None
     if source is click.core.ParameterSource.ENVIRONMENT:
-        return _envvar(param, ctx)
+        return envvar_name(param, ctx)
     flags = [flag for flag in param.opts if flag.startswith("--")]
     return flags[0] if flags else (param.human_readable_name or name)
-
-
-def _envvar(param: click.Parameter, ctx: Optional[click.Context]) -> str:
-    """The variable click read: a tool command's are ``MALAUNCH_<COMMAND>_<OPTION>`` (click
-    adds the command's name to ``auto_envvar_prefix``)."""
-    if isinstance(param.envvar, str):
-        return param.envvar
-    if param.envvar:
-        return str(param.envvar[0])
-    prefix = ctx.auto_envvar_prefix if ctx is not None else None
-    return f"{prefix or ENV_PREFIX}_{(param.name or '').upper()}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

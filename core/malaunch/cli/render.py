@@ -15,6 +15,7 @@ from typing import Any, List, Mapping, Sequence
 import click
 
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.options import Command
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
@@ -102,7 +103,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
         click.echo(to_yaml(render(request)), nl=False)
         return 0
 
-    return click.Command(
+    return Command(
         "render",
         params=[target, *own, *forwarded, *arguments],
         callback=callback,

@@ -12,10 +12,11 @@ from typing import Optional
 import click
 
 from malaunch.cli.logs import default_log_dir
+from malaunch.cli.options import Command
 from malaunch.errors import UsageError
 
 
-@click.command("report")
+@click.command("report", cls=Command)
 @click.argument("directory", metavar="[DIR]", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--html",

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 import click
 
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.options import Command
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds
@@ -137,7 +138,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
         ctx = click.get_current_context()
         return run(request(values, launcher_tokens(ctx, forwarded, values)), environ)
 
-    return click.Command(
+    return Command(
         "simulate",
         params=[*own, *forwarded, *arguments],
         callback=callback,

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import click
 
 from malaunch.cli.logs import logs_command
+from malaunch.cli.options import Group, about
 from malaunch.cli.report import report_command
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
@@ -24,7 +25,8 @@ from malaunch.topology.ranktable import generate, source
 
 
 @click.group(
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"}
+    cls=Group,
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"},
 )
 def tools() -> None:
     """malaunch's commands besides launching."""
@@ -127,6 +129,9 @@ def topology_command(
     options = ResolveOptions(
         nproc_per_node=nproc_per_node, wait_timeout=wait_timeout, log_dir=str(directory)
     )
+    if source != AUTO:
+        with about("--topology"):
+            plugins.source(source)
     topology = resolve_topology(plugins, os.environ, source, options)
     warn_about_missing_data(topology)
     if as_json:
