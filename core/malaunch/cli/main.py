@@ -48,8 +48,17 @@ def _log_format(record: Any) -> str:
 
 
 def _wants_debug(args: Sequence[str]) -> bool:
+    """``--debug`` or ``MALAUNCH_DEBUG``, read before click parses (the error boundary needs
+    it first). The variable is read as click reads it: ``no`` and ``off`` are false, and a value
+    click refuses is false here too, so that its one-line refusal comes without a traceback."""
     head = args[: args.index("--")] if "--" in args else args
-    return "--debug" in head or os.environ.get("MALAUNCH_DEBUG", "") not in ("", "0", "false")
+    if "--debug" in head:
+        return True
+    value = os.environ.get("MALAUNCH_DEBUG", "")
+    try:
+        return bool(value) and bool(click.BOOL.convert(value, None, None))
+    except click.BadParameter:
+        return False
 
 
 def _run(args: List[str]) -> int:

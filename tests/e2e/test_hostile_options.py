@@ -1,0 +1,67 @@
+"""The classes of option values the generated suite (``test_hostile_generated.py``) found
+mishandled, each pinned with its exact line (issue 18, point 10).
+
+Runs the installed ``malaunch``; each case names what the launcher must say.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from malaunch.testing import clean_env, run_cli
+
+DRY = ["--framework", "torch_ddp", "--topology", "local", "--dry-run", "--", "true"]
+
+
+@pytest.mark.parametrize("value", ["no", "off", "0", "false"])
+def test_malaunch_debug_no_means_no_traceback(value: str) -> None:
+    """``MALAUNCH_DEBUG=no`` is false, as click reads it: an error comes without a traceback."""
+    result = run_cli(
+        ["--framework", "nope", "--", "true"], env=clean_env({"MALAUNCH_DEBUG": value})
+    )
+    assert result.code == 78
+    assert result.stderr.startswith("malaunch: error: --framework: unknown framework 'nope'")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_malaunch_debug_click_refuses_is_one_line_without_traceback() -> None:
+    result = run_cli(DRY, env=clean_env({"MALAUNCH_DEBUG": "\u0661"}))
+    assert result.code == 64
+    assert result.stderr == (
+        "malaunch: error: MALAUNCH_DEBUG: '\u0661' is not a valid boolean. Recognized values: , "
+        "0, 1, f, false, n, no, off, on, t, true, y, yes\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--", "true"], {"MALAUNCH_FRAMEWORK": "nope"},
+         "MALAUNCH_FRAMEWORK: unknown framework 'nope' (installed: "),
+        (["--framework", "torch_ddp", "--dry-run", "--", "true"], {"MALAUNCH_TOPOLOGY": "nope"},
+         "MALAUNCH_TOPOLOGY: unknown topology source 'nope' (installed: "),
+        (["topology"], {"MALAUNCH_TOPOLOGY_SOURCE": "nope"},
+         "MALAUNCH_TOPOLOGY_SOURCE: unknown topology source 'nope' (installed: "),
+        (["logs", "."], {"MALAUNCH_LOGS_RANKS": ":"},
+         "MALAUNCH_LOGS_RANKS ':': expected all, none, or numbers like 0,3-5 (got ':')"),
+        (["render", "volcano", "--nodes", "1", "--framework", "torch_ddp", "--", "true"],
+         {"MALAUNCH_IMAGE": "a b"}, "MALAUNCH_IMAGE 'a b': expected an image reference without "
+         "spaces"),
+        (DRY, {"MALAUNCH_CONDA_ENV": "nope"}, "conda env 'nope' (from MALAUNCH_CONDA_ENV) not "
+         "found; tried "),
+        (["ranktable", "generate", "out.json", "--server-id", "10.0.0.1"],
+         {"MALAUNCH_RANKTABLE_GENERATE_DEVICES": "x"},
+         'MALAUNCH_RANKTABLE_GENERATE_DEVICES "x": "x" is not a device id or range'),
+    ],
+)  # fmt: skip
+def test_a_value_checked_after_parsing_names_its_variable(
+    args: list[str], env: dict[str, str], line: str, tmp_path: Path
+) -> None:
+    """Values checked after click parsed them (plugin names, render fields, files) are
+    blamed on the MALAUNCH_ variable they came from, as click's own refusals are."""
+    result = run_cli(args, env=clean_env(env), cwd=tmp_path)
+    assert result.code in (64, 66, 78)
+    assert result.stderr.startswith(f"malaunch: error: {line}"), result.stderr
+    assert len(result.stderr.splitlines()) == 1
