@@ -65,3 +65,53 @@ def test_a_value_checked_after_parsing_names_its_variable(
     assert result.code in (64, 66, 78)
     assert result.stderr.startswith(f"malaunch: error: {line}"), result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+RENDER = ["render", "volcano", "--nodes", "1", "--framework", "torch_ddp", "--image", "i:1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--framework", "torch_ddp", "--restart-on", "", "--dry-run", "--", "true"],
+         "--restart-on"),
+        (["--framework", "", "--dry-run", "--", "true"], "--framework"),
+        (["--framework", "torch_ddp", "--conda-env", "", "--dry-run", "--", "true"],
+         "--conda-env"),
+        (["--framework", "torch_ddp", "--log-dir", "", "--dry-run", "--", "true"], "--log-dir"),
+        ([*RENDER, "--forward-signals", "", "--", "true"], "--forward-signals"),
+        ([*RENDER, "--path-mapping", "", "--", "true"], "--path-mapping"),
+        ([*RENDER, "--queue", "", "--", "true"], "--queue"),
+        (["logs", "--grep", "", "."], "--grep"),
+        (["report", ".", "--html", ""], "--html"),
+        (["ranktable", "validate", ""], "PATH"),
+    ],
+)  # fmt: skip
+def test_an_empty_value_that_means_nothing_is_refused(args: list[str], option: str) -> None:
+    """It meant the default (``--restart-on ''``: any code), or nothing at all."""
+    result = run_cli(args)
+    assert (result.code, result.stdout) == (64, "")
+    assert result.stderr == f"malaunch: error: {option}: expected a value, got an empty string\n"
+
+
+@pytest.mark.parametrize("option", ["--console-prefix", "--job-secret"])
+def test_an_empty_value_that_means_something_is_taken(option: str) -> None:
+    """No prefix; no secret (the default)."""
+    args = [
+        "--framework",
+        "torch_ddp",
+        "--topology",
+        "local",
+        option,
+        "",
+        "--dry-run",
+        "--",
+        "true",
+    ]
+    result = run_cli(args)
+    assert result.code == 0, result.stderr
+
+
+def test_an_empty_variable_counts_as_unset() -> None:
+    result = run_cli(DRY, env=clean_env({"MALAUNCH_RESTART_ON": "", "MALAUNCH_CONDA_ENV": ""}))
+    assert result.code == 0, result.stderr

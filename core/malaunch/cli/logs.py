@@ -25,6 +25,8 @@ from malaunch.logs.discover import missing_run, require_runs
 from malaunch.logs.follow import follow, read_once
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
+from malaunch.params import Path as ParamPath
+from malaunch.params import Text
 from malaunch.rankspec import parse_rank_spec
 
 
@@ -82,9 +84,10 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
 
 
 @click.command("logs", cls=Command)
-@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=click.Path(path_type=Path))
+@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=ParamPath(path_type=Path))
 @click.option(
     "--ranks",
+    type=Text(),
     default="all",
     show_default=True,
     metavar="SPEC",
@@ -92,13 +95,18 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
 )
 @click.option(
     "--nodes",
+    type=Text(),
     default="all",
     show_default=True,
     metavar="SPEC",
     help="Nodes to show: all, or node ranks like 0,2-3.",
 )
-@click.option("--grep", metavar="REGEX", help="Only lines this Python regular expression finds.")
-@click.option("--since", metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}.")
+@click.option(
+    "--grep", type=Text(), metavar="REGEX", help="Only lines this Python regular expression finds."
+)
+@click.option(
+    "--since", type=Text(), metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}."
+)
 @click.option("-f", "--follow", "following", is_flag=True,
               help="Then print new lines as they come (new files, nodes and attempts too), "
               "until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip

@@ -19,7 +19,7 @@ from malaunch.cli.options import Command
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
-from malaunch.params import Integer, port
+from malaunch.params import Integer, Text, port
 from malaunch.plugins import load_plugins
 from malaunch.render.manifests import render, to_yaml
 from malaunch.render.request import TARGETS, RenderRequest
@@ -44,19 +44,26 @@ def render_options() -> List[click.Parameter]:
             ["--nodes"], type=Integer(1, MAX_NODES),
             help="Pods that run training processes (tensorflow_ps: worker tasks).  [required]",
         ),
-        click.Option(["--image"], help="Container image with malaunch installed.  [required]"),
-        click.Option(["--name"], help="Job name [default: malaunch-<framework>]."),
-        click.Option(["--namespace"], help="Kubernetes namespace [default: kubectl's]."),
+        click.Option(
+            ["--image"], type=Text(), help="Container image with malaunch installed.  [required]"
+        ),
+        click.Option(["--name"], type=Text(), help="Job name [default: malaunch-<framework>]."),
+        click.Option(
+            ["--namespace"], type=Text(), help="Kubernetes namespace [default: kubectl's]."
+        ),
         click.Option(
             ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tensorflow_ps] parameter-server tasks.",
         ),
         click.Option(
-            ["--accelerator"], metavar="RESOURCE",
+            ["--accelerator"], type=Text(), metavar="RESOURCE",
             help="Extended resource each training pod requests --nproc-per-node of "
             "(nvidia.com/gpu) [default: none; ascendjob: huawei.com/Ascend910].",
         ),
-        click.Option(["--queue"], help="Volcano queue [default: the cluster's default queue]."),
+        click.Option(
+            ["--queue"], type=Text(),
+            help="Volcano queue [default: the cluster's default queue].",
+        ),
         click.Option(
             ["--platform-restarts"], type=Integer(0, 1000), default=2, show_default=True,
             help="[volcano] times Volcano may restart the whole job (on exit 69 or an evicted "

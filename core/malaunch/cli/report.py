@@ -14,15 +14,16 @@ import click
 from malaunch.cli.logs import default_log_dir
 from malaunch.cli.options import Command
 from malaunch.errors import UsageError
+from malaunch.params import Path as ParamPath
 
 
 @click.command("report", cls=Command)
-@click.argument("directory", metavar="[DIR]", required=False, type=click.Path(path_type=Path))
+@click.argument("directory", metavar="[DIR]", required=False, type=ParamPath(path_type=Path))
 @click.option(
     "--html",
     "out",
     metavar="OUT",
-    type=click.Path(readable=False, path_type=Path),  # written, never read
+    type=ParamPath(readable=False, path_type=Path),  # written, never read
     help="Write the page to OUT (one file: inline CSS and SVG, nothing fetched).  [required]",
 )
 def report_command(directory: Optional[Path], out: Optional[Path]) -> None:

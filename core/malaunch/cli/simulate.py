@@ -18,7 +18,7 @@ from malaunch.cli.launch import build_launch_command
 from malaunch.cli.options import Command
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Seconds
+from malaunch.params import Integer, Path, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS
 from malaunch.simulate.run import run
@@ -56,7 +56,7 @@ def simulate_options() -> List[click.Parameter]:
             "--nproc-per-node of each node launcher (volcano).",
         ),
         click.Option(
-            ["--log-dir"], type=click.Path(file_okay=False), default="malaunch-logs",
+            ["--log-dir"], type=Path(file_okay=False), default="malaunch-logs",
             show_default=True,
             help="node-<k>.log, node-<k>/ (each node launcher's --log-dir) and the summary.",
         ),
@@ -82,7 +82,7 @@ def simulate_options() -> List[click.Parameter]:
             help="[modelarts] physical id of each node's first NPU in the rank table.",
         ),
         click.Option(
-            ["--platform-dir"], type=click.Path(file_okay=False),
+            ["--platform-dir"], type=Path(file_okay=False),
             help="Keep the nodes' platform files (mounts, rank tables, data dirs) here "
             "[default: a temporary directory, removed at the end].",
         ),
