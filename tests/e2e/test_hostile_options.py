@@ -115,3 +115,24 @@ def test_an_empty_value_that_means_something_is_taken(option: str) -> None:
 def test_an_empty_variable_counts_as_unset() -> None:
     result = run_cli(DRY, env=clean_env({"MALAUNCH_RESTART_ON": "", "MALAUNCH_CONDA_ENV": ""}))
     assert result.code == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "culprit"),
+    [
+        (["report", "{long}", "--html", "r.html"], "[DIR]"),
+        (["logs", "{long}"], "[DIR]..."),
+        (["--framework", "torch_ddp", "--path-mapping", "{long}", "--dry-run", "--", "true"],
+         "--path-mapping"),
+        (["ranktable", "generate", "out.json", "--hccn-conf", "{long}"], "--hccn-conf"),
+    ],
+)  # fmt: skip
+def test_a_path_no_system_call_takes_is_refused_as_click_parses(
+    args: list[str], culprit: str, tmp_path: Path
+) -> None:
+    """``report`` ended with exit 70 (``OSError: File name too long``) on a 5,000-digit DIR."""
+    long = str(tmp_path / ("9" * 5000))
+    result = run_cli([arg.replace("{long}", long) for arg in args], cwd=tmp_path)
+    assert (result.code, result.stdout) == (64, "")
+    shown = f"{long[:100]}... ({len(long)} characters)"
+    assert result.stderr == f"malaunch: error: {culprit}: {shown}: File name too long\n"
