@@ -42,8 +42,8 @@ def test_a_malaunch_debug_click_refuses_is_one_line_without_traceback() -> None:
          "MALAUNCH_FRAMEWORK: unknown framework 'nope' (installed: "),
         (["--framework", "torch_ddp", "--dry-run", "--", "true"], {"MALAUNCH_TOPOLOGY": "nope"},
          "MALAUNCH_TOPOLOGY: unknown topology source 'nope' (installed: "),
-        (["topology"], {"MALAUNCH_TOPOLOGY_SOURCE": "nope"},
-         "MALAUNCH_TOPOLOGY_SOURCE: unknown topology source 'nope' (installed: "),
+        (["topology"], {"MALAUNCH_TOPOLOGY_TOPOLOGY": "nope"},
+         "MALAUNCH_TOPOLOGY_TOPOLOGY: unknown topology source 'nope' (installed: "),
         (["logs", "."], {"MALAUNCH_LOGS_RANKS": ":"},
          "MALAUNCH_LOGS_RANKS ':': expected all, none, or numbers like 0,3-5 (got ':')"),
         (["render", "volcano", "--nodes", "1", "--framework", "torch_ddp", "--", "true"],
@@ -136,3 +136,28 @@ def test_a_path_no_system_call_takes_is_refused_as_click_parses(
     assert (result.code, result.stdout) == (64, "")
     shown = f"{long[:100]}... ({len(long)} characters)"
     assert result.stderr == f"malaunch: error: {culprit}: {shown}: File name too long\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "variable"),
+    [
+        (["plugins"], "MALAUNCH_PLUGINS_JSON"),
+        (["topology"], "MALAUNCH_TOPOLOGY_JSON"),
+        (["logs", "."], "MALAUNCH_LOGS_FOLLOW"),
+    ],
+)
+def test_a_tool_command_s_twins_are_named_after_the_option(args: list[str], variable: str) -> None:
+    """They were named after the code's parameter (MALAUNCH_PLUGINS_AS_JSON,
+    MALAUNCH_LOGS_FOLLOWING, MALAUNCH_REPORT_OUT, MALAUNCH_TOPOLOGY_SOURCE)."""
+    result = run_cli(args, env=clean_env({variable: "maybe"}))
+    assert result.code == 64
+    assert result.stderr.startswith(f"malaunch: error: {variable}: 'maybe' is not a valid boolean")
+
+
+def test_report_html_twin(tmp_path: Path) -> None:
+    result = run_cli(["report", str(tmp_path)], env=clean_env({"MALAUNCH_REPORT_HTML": ""}))
+    assert (
+        result.stderr == "malaunch: error: --html OUT is required: the file to write the page to\n"
+    )
+    result = run_cli(["report", str(tmp_path)], env=clean_env({"MALAUNCH_REPORT_HTML": "r.html"}))
+    assert result.code == 66, result.stderr  # past the option: no run in the directory

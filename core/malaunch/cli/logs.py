@@ -107,7 +107,7 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
 @click.option(
     "--since", type=Text(), metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}."
 )
-@click.option("-f", "--follow", "following", is_flag=True,
+@click.option("-f", "--follow", "following", envvar="MALAUNCH_LOGS_FOLLOW", is_flag=True,
               help="Then print new lines as they come (new files, nodes and attempts too), "
               "until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
 def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)

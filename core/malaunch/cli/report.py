@@ -22,6 +22,7 @@ from malaunch.params import Path as ParamPath
 @click.option(
     "--html",
     "out",
+    envvar="MALAUNCH_REPORT_HTML",  # named after the option, as every twin
     metavar="OUT",
     type=ParamPath(readable=False, path_type=Path),  # written, never read
     help="Write the page to OUT (one file: inline CSS and SVG, nothing fetched).  [required]",

@@ -64,6 +64,7 @@ def plugin_rows(plugins: PluginSet) -> List[Dict[str, Any]]:
 @click.option(
     "--json",
     "as_json",
+    envvar="MALAUNCH_PLUGINS_JSON",  # the twin is named after the option, not its parameter
     is_flag=True,
     help="Print JSON instead of a table.",
 )
@@ -120,6 +121,7 @@ def render_topology(topology: Topology) -> str:
 @click.option(
     "--topology",
     "source",
+    envvar="MALAUNCH_TOPOLOGY_TOPOLOGY",  # named after the option, as every twin
     type=Text(),
     default=AUTO,
     show_default=True,
@@ -131,6 +133,7 @@ def render_topology(topology: Topology) -> str:
 @click.option(
     "--json",
     "as_json",
+    envvar="MALAUNCH_TOPOLOGY_JSON",
     is_flag=True,
     help="Print the topology as JSON.",
 )
