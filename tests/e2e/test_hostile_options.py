@@ -161,3 +161,14 @@ def test_report_html_twin(tmp_path: Path) -> None:
     )
     result = run_cli(["report", str(tmp_path)], env=clean_env({"MALAUNCH_REPORT_HTML": "r.html"}))
     assert result.code == 66, result.stderr  # past the option: no run in the directory
+
+
+def test_render_refuses_a_framework_that_is_not_installed() -> None:
+    """It rendered pods whose launcher would exit 78, or blamed --name for the job name it
+    derived from the framework (``malaunch-1.5``)."""
+    args = ["render", "volcano", "--nodes", "1", "--framework", "1.5", "--image", "i:1", "--", "t"]
+    result = run_cli(args)
+    assert (result.code, result.stdout) == (78, "")
+    assert result.stderr.startswith(
+        "malaunch: error: --framework: unknown framework '1.5' (installed: "
+    )

@@ -15,7 +15,7 @@ from typing import Any, List, Mapping, Sequence
 import click
 
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import Command
+from malaunch.cli.options import Command, about
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
@@ -28,7 +28,8 @@ HELP = """Print the Kubernetes manifests of a job whose containers start malaunc
 
 TARGET is volcano (Volcano Job), pytorchjob (Kubeflow PyTorchJob), ascendjob (MindX AscendJob)
 or tfjob (Kubeflow TFJob). Each pod's container runs `malaunch <options> -- COMMAND` with the
-launcher options given here (--framework, --nproc-per-node, --grace-period, ...). Volcano's
+launcher options given here (--framework, --nproc-per-node, --grace-period, ...); the
+framework must be installed here too, as its options are read from its plugin. Volcano's
 policies restart the job on exit 69 and stop it on 64, 65, 66 and 78. Pipe the output to
 `kubectl apply -f -`.
 """
@@ -94,7 +95,8 @@ def _written(
 
 def build_command(environ: Mapping[str, str]) -> click.Command:
     """``render`` with its own options plus every option of the launch command."""
-    launch = build_launch_command(load_plugins(environ))
+    plugins = load_plugins(environ)
+    launch = build_launch_command(plugins)
     own = render_options()
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the job.
@@ -106,6 +108,10 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
 
     def callback(**values: Any) -> int:
         ctx = click.get_current_context()
+        if values.get("framework"):
+            # The containers would exit 78 on an unknown name; its options are read from here.
+            with about("--framework"):
+                plugins.framework(values["framework"])
         request = make_request(values, _written(ctx, forwarded, values))
         click.echo(to_yaml(render(request)), nl=False)
         return 0
