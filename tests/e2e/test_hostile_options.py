@@ -172,3 +172,20 @@ def test_render_refuses_a_framework_that_is_not_installed() -> None:
     assert result.stderr.startswith(
         "malaunch: error: --framework: unknown framework '1.5' (installed: "
     )
+
+
+def test_a_conda_env_name_the_system_refuses_is_one_line(tmp_path: Path) -> None:
+    """A 5,000-character name was exit 70 (OSError: File name too long) from the option and
+    from the image's DEFAULT_CONDA_ENV_NAME alike."""
+    name = "9" * 5000
+    result = run_cli([*DRY[:-1], "python", "x.py"], env=clean_env({"DEFAULT_CONDA_ENV_NAME": name}))
+    assert (result.code, result.stdout) == (66, "")
+    assert result.stderr == (
+        f"malaunch: error: conda env '{'9' * 60}... (5000 characters)' (from "
+        "DEFAULT_CONDA_ENV_NAME): File name too long\n"
+    )
+    result = run_cli(["--conda-env", name, *DRY[:-1], "python", "x.py"])
+    assert (result.code, result.stdout) == (64, "")
+    assert result.stderr == (
+        f"malaunch: error: --conda-env: {'9' * 100}... (5000 characters): File name too long\n"
+    )

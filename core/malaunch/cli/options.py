@@ -208,7 +208,7 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--conda-env"],
-            type=Text(),
+            type=Path(),  # a name or a directory; either must be one the system takes
             metavar="NAME|PATH",
             help="Run `python` from this conda env.",
         ),
