@@ -189,3 +189,17 @@ def test_a_conda_env_name_the_system_refuses_is_one_line(tmp_path: Path) -> None
     assert result.stderr == (
         f"malaunch: error: --conda-env: {'9' * 100}... (5000 characters): File name too long\n"
     )
+
+
+def test_a_platform_dir_that_cannot_be_made_is_64(tmp_path: Path) -> None:
+    """It was exit 70 (NotADirectoryError) for a path through a file."""
+    (tmp_path / "file").write_text("x")
+    below = tmp_path / "file" / "below"
+    args = ["simulate", "--nodes", "1", "--platform", "octopus", "--framework", "torch_ddp",
+            "--print-env", "--", "true"]  # fmt: skip
+    result = run_cli(args, env=clean_env({"MALAUNCH_PLATFORM_DIR": str(below)}), cwd=tmp_path)
+    assert (result.code, result.stdout) == (64, "")
+    assert result.stderr == (
+        f"malaunch: error: MALAUNCH_PLATFORM_DIR {below}: cannot create the directory: Not a "
+        "directory\n"
+    )

@@ -10,6 +10,7 @@ reads like the platform's own start command.
 
 from __future__ import annotations
 
+from pathlib import Path as FsPath
 from typing import Any, Dict, List, Mapping, Sequence
 
 import click
@@ -17,6 +18,7 @@ import click
 from malaunch.cli.launch import build_launch_command
 from malaunch.cli.options import Command
 from malaunch.errors import UsageError
+from malaunch.files import check_directory
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Path, Seconds
 from malaunch.plugins import load_plugins
@@ -161,7 +163,19 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if not command and not values["dry_run"]:
         msg = "simulate: no command given: malaunch simulate ... --framework NAME -- COMMAND"
         raise UsageError(msg)
+    if values.get("platform_dir"):
+        check_platform_dir(values["platform_dir"])
     return {**values, "command": command, "launcher_tokens": tokens}
+
+
+def check_platform_dir(given: str) -> None:
+    """UsageError (64) naming ``--platform-dir`` when its folder cannot be made or written:
+    the nodes' files are written there before anything starts (print-only runs too)."""
+    try:
+        check_directory(FsPath(given).absolute(), create=True)
+    except OSError as exc:
+        msg = f"--platform-dir {given}: cannot create the directory: {exc.strerror or exc}"
+        raise UsageError(msg) from exc
 
 
 def main(args: Sequence[str], environ: Mapping[str, str]) -> int:
