@@ -203,10 +203,11 @@ def _with_argument(
     if param.name == "command":  # the job's command, after --
         return [*args[: args.index("--") + 1], value]
     positions = _positions(args, command)
-    arguments = [p for p in command.params if isinstance(p, click.Argument)]
-    index = positions[arguments.index(param)] if arguments.index(param) < len(positions) else -1
-    if index < 0:
+    arguments = [p.name for p in command.params if isinstance(p, click.Argument)]
+    number = arguments.index(param.name)
+    if number >= len(positions):
         return [*args, value]
+    index = positions[number]
     return [*args[:index], value, *args[index + 1 :]]
 
 
