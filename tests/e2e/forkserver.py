@@ -16,6 +16,7 @@ and the plugins costs a few hundred: thousands of cases fit in a CI run.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import select
@@ -29,17 +30,22 @@ from typing import IO, Any, Dict, Tuple
 KEEP = 20_000  # characters of each stream sent back
 
 
-def _preload() -> None:
-    """Import what any command imports, so that children start warm."""
-    import malaunch.cli.main  # noqa: PLC0415
-    import malaunch.cli.render  # noqa: PLC0415
-    import malaunch.cli.simulate  # noqa: PLC0415
-    import malaunch.cli.tools  # noqa: PLC0415
-    import malaunch.report.write  # noqa: PLC0415
-    import malaunch.supervisor.supervise  # noqa: PLC0415, F401
-    from malaunch.plugins import load_plugins  # noqa: PLC0415
+# What any command imports, so that children start warm.
+PRELOAD = (
+    "malaunch.cli.main",
+    "malaunch.cli.render",
+    "malaunch.cli.simulate",
+    "malaunch.cli.tools",
+    "malaunch.report.write",
+    "malaunch.supervisor.supervise",
+)
 
-    load_plugins(os.environ)
+
+def _preload() -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
+    plugins = importlib.import_module("malaunch.plugins")
+    plugins.load_plugins(os.environ)  # imports every plugin module once
 
 
 def _child(request: Dict[str, Any], out: IO[bytes], err: IO[bytes]) -> None:
@@ -54,9 +60,7 @@ def _child(request: Dict[str, Any], out: IO[bytes], err: IO[bytes]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["malaunch", *request["args"]]
-        from malaunch.cli.main import console_main  # noqa: PLC0415 (preloaded)
-
-        console_main()  # exits with the launcher's code
+        importlib.import_module("malaunch.cli.main").console_main()  # exits with its code
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()

@@ -10,8 +10,9 @@ variable, the platform variable, the file or the JSON path), and no traceback an
 Classes: command-line values (core, framework and ``simulate`` options, their environment
 twins, click's own errors: the ranges and meanings of each option here, while the classes of
 bad values, empty, whitespace, huge, negative, other scripts' digits, control characters,
-special files, wrong types, are generated for every option by ``test_hostile_generated.py``), platform environment variables (Volcano, ModelArts, TF PS, Slurm,
-MindX, visible devices, ``RANK_TABLE_FILE`` pointing at special files), JSON variables
+special files, wrong types, are generated for every option by ``test_hostile_generated.py``),
+platform environment variables (Volcano, ModelArts, TF PS, Slurm, MindX, visible devices,
+``RANK_TABLE_FILE`` pointing at special files), JSON variables
 (``TF_CONFIG``, ``DATASET_MAP``, the legacy ``DATASET_PATH`` literal) and rank tables.
 ``MALAUNCH_CONTEXT`` is read by :mod:`malaunch.context`, not by the command, so it is not here.
 Planning cases use ``--dry-run`` (nothing starts); the rest use ``topology --json`` or
