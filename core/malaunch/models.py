@@ -129,6 +129,11 @@ class ProcessSpec(FrozenModel):
         default=(),
         description="directories the launcher creates before starting it (plans do no I/O)",
     )
+    cpus: Optional[str] = Field(
+        default=None,
+        description="CPUs it is bound to between fork and exec, a Linux CPU list such as "
+        "0-23,48-71 (--cpu-bind sets it; a plugin leaves it None); None: not bound",
+    )
 
 
 class LaunchPlan(FrozenModel):

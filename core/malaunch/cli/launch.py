@@ -17,6 +17,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import click
 
 from malaunch.cli.options import ENV_PREFIX, Command, about, core_options, parse_env_pairs
+from malaunch.cpus.bind import CpuBinder, CpuBindRequest
+from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import ExitCode, PluginError, UsageError
 from malaunch.files import check_directory, remove_empty
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
@@ -100,6 +102,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
+    cpus = cpu_binder(ctx, params)
     # Read before the topology wait: a missing or malformed mapping file costs nothing.
     mappings = read_mappings(params["stage_in"], params["stage_out"], params["path_mapping"])
     if params["sync_interval"] and not any(m.direction == "out" for m in mappings):
@@ -119,6 +122,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             master=(params["master_addr"], master_port or params["master_port"]),
             extra_env=extra_env,
             conda_env=params["conda_env"],
+            cpus=cpus,
         )
 
     # Before the topology wait: an unusable log dir fails now, not after it as a spawn error.
@@ -235,6 +239,25 @@ def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:
     if mappings:
         document["staging"] = [mapping.model_dump(mode="json") for mapping in mappings]
     return json.dumps(document, indent=2)
+
+
+def cpu_binder(ctx: click.Context, params: Dict[str, Any]) -> CpuBinder:
+    """``--cpu-bind``, ``--npu-smi``, ``--sysfs-root``; messages name the option or its
+    variable, whichever the value came from."""
+    text = params["cpu_bind"]
+    from_env = ctx.get_parameter_source("cpu_bind") == click.core.ParameterSource.ENVIRONMENT
+    option = f"{ENV_PREFIX}_CPU_BIND" if from_env else "--cpu-bind"
+    request = CpuBindRequest(
+        mode=parse_cpu_bind(text, option),
+        text=text,
+        option=option,
+        root=params["sysfs_root"],
+        npu_smi=params["npu_smi"],
+        environ=dict(os.environ),
+    )
+    binder = CpuBinder(request)
+    binder.check()
+    return binder
 
 
 def restart_policy(params: Dict[str, Any]) -> RestartPolicy:

@@ -14,7 +14,8 @@ JSON shape (a contract for platforms and tests)::
      "restarts": int,
      "attempts": [{"attempt", "exit_code", "failure", "decision", "delay"}],
      "processes": [{"role", "rank", "local_rank", "pid", "exit_code", "signal",
-                    "start_time", "end_time", "log_file", "service"}],
+                    "start_time", "end_time", "log_file", "service",
+                    "cpus"}],                      # cpus: --cpu-bind's CPU list, or null
      "staging": {"stage_in": {phase}, "stage_out": {phase}}}   # only with data staging
 
 A staging phase is ``{"start_time", "end_time", "files", "bytes", "errors": [str],
@@ -73,6 +74,7 @@ def process_entry(child: Child) -> Dict[str, Any]:
         "end_time": _iso(child.end_wall),
         "log_file": spec.log_file,
         "service": spec.service,
+        "cpus": spec.cpus,
     }
 
 

@@ -12,7 +12,7 @@ from malaunch.models import LaunchPlan, ProcessSpec
 # --- Plan invariants ---------------------------------------------------------------------
 
 CONTRACT_KEYS = {
-    "role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service", "dirs",
+    "role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service", "dirs", "cpus",
 }  # fmt: skip
 
 
