@@ -393,13 +393,14 @@ def cpu_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--npu-smi"],
+            type=Path(dir_okay=False),
             metavar="PATH",
             help="The npu-smi that --cpu-bind numa asks for Ascend NPUs' CPU affinity "
             "[default: npu-smi on PATH]",
         ),
         click.Option(
             ["--sysfs-root"],
-            type=click.Path(file_okay=False),
+            type=Path(file_okay=False),
             default="/",
             show_default=True,
             metavar="DIR",
