@@ -94,17 +94,14 @@ def main() -> None:
              for _ in range(options.reps)]  # fmt: skip
     print(row("start-up floor: a dry run, start to exit", floor), flush=True)
     for wait in (float(text) for text in options.waits.split(",")):
-        cases = {
-            f"node 0 alone, --wait-timeout {wait:g}: past it": lambda w=wait: lone_node(
-                0, w, free_port()
-            ),
-            f"node 1 alone, --wait-timeout {wait:g}: past it": lambda w=wait: lone_node(
-                1, w, free_port()
-            ),
-            f"silent node 0, --wait-timeout {wait:g}: past it": lambda w=wait: silent_node_0(w),
+        cases: Dict[str, Callable[[float], float]] = {
+            "node 0 alone": lambda w: lone_node(0, w, free_port()),
+            "node 1 alone": lambda w: lone_node(1, w, free_port()),
+            "silent node 0": silent_node_0,
         }
         for name, case in cases.items():
-            print(row(name, [case() for _ in range(options.reps)]), flush=True)
+            label = f"{name}, --wait-timeout {wait:g}: past it"
+            print(row(label, [case(wait) for _ in range(options.reps)]), flush=True)
     print(
         row(
             "1,000 ranks under soft 1,024: start to exit",
