@@ -16,7 +16,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
-from malaunch.cli.options import ENV_PREFIX, Command, about, core_options, parse_env_pairs
+from malaunch.cli.command import Command, about
+from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.cpus.bind import CpuBinder, CpuBindRequest
 from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import ExitCode, PluginError, UsageError

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import click
 
-from malaunch.cli.options import Command
+from malaunch.cli.command import Command
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs

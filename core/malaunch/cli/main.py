@@ -18,8 +18,8 @@ from typing import Any, List, Optional, Sequence
 import click
 
 from malaunch import __version__, log
+from malaunch.cli.command import envvar_name
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import envvar_name
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
 

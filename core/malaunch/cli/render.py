@@ -14,8 +14,8 @@ from typing import Any, List, Mapping, Sequence
 
 import click
 
+from malaunch.cli.command import Command, about
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import Command, about
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES

@@ -11,8 +11,8 @@ from typing import Optional
 
 import click
 
+from malaunch.cli.command import Command
 from malaunch.cli.logs import default_log_dir
-from malaunch.cli.options import Command
 from malaunch.errors import UsageError
 from malaunch.params import Path as ParamPath
 

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import click
 
+from malaunch.cli.command import Command
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import Command
 from malaunch.errors import UsageError
 from malaunch.files import check_directory
 from malaunch.numbers import MAX_LOCAL_PROCESSES

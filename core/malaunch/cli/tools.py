@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from malaunch.cli.command import Group, about
 from malaunch.cli.logs import logs_command
-from malaunch.cli.options import Group, about
 from malaunch.cli.report import report_command
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
