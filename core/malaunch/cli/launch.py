@@ -12,7 +12,7 @@ import copy
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import click
 
@@ -101,8 +101,13 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     if params["sync_interval"] and not any(m.direction == "out" for m in mappings):
         logger.warning("--sync-interval: there is no --stage-out to upload periodically")
 
-    def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
-        """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
+    def make_plan(
+        attempt: int = 0,
+        master_port: Optional[int] = None,
+        hosts: Optional[Mapping[int, str]] = None,
+    ) -> LaunchPlan:
+        """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port and
+        the addresses replaced nodes came from."""
         del attempt
         return build_plan(
             plugins,
@@ -115,6 +120,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             master=(params["master_addr"], master_port or params["master_port"]),
             extra_env=extra_env,
             conda_env=params["conda_env"],
+            hosts=hosts,
         )
 
     # Before the topology wait: an unusable log dir fails now, not after it as a spawn error.
@@ -240,6 +246,7 @@ def restart_policy(params: Dict[str, Any]) -> RestartPolicy:
         backoff=parse_backoff(params["restart_backoff"]),
         min_uptime=params["min_uptime"],
         restart_on=parse_codes(params["restart_on"]),
+        rejoin_timeout=params["rejoin_timeout"],
     )
 
 

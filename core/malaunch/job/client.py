@@ -141,17 +141,19 @@ class ChannelClient:
         self.lost = False
         self._beat: Optional[Timer] = None
 
-    def join(self, interrupted: Callable[[], bool]) -> None:
-        """Connect and authenticate, retrying until ``wait_timeout``.
+    def join(self, interrupted: Callable[[], bool], what: Optional[str] = None) -> None:
+        """Connect and authenticate, retrying until ``wait_timeout``; each try resolves node
+        0's name anew (a Service or headless DNS name follows a replaced pod).
 
-        ``interrupted`` is asked between attempts (a signal to the launcher ends the wait).
+        ``interrupted`` is asked between attempts (a signal to the launcher ends the wait);
+        ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT).
         :raises PeerError: (exit 69) node 0's launcher did not accept us in time.
         """
         settings = self.settings
         where = f"{settings.host}:{settings.port}"
         deadline = time.monotonic() + settings.wait_timeout
         causes = Causes()
-        waiting = Waiting(f"node 0's launcher at {where} (job channel)")
+        waiting = Waiting(what or f"node 0's launcher at {where} (job channel)")
         try:
             while not interrupted():
                 try:
@@ -193,7 +195,10 @@ class ChannelClient:
                 raise ProtocolError(msg)
             node, ours = settings.node_rank, new_nonce()
             answer = proof(settings.token, nonce, node)
-            send(sock, {"t": "hello", "node": node, "proof": answer, "nonce": ours})
+            hello = {"t": "hello", "node": node, "proof": answer, "nonce": ours}
+            if settings.own_host:
+                hello["host"] = settings.own_host  # where a replacement came from
+            send(sock, hello)
             try:
                 welcome = _next_message(sock, reader)
             except ConnectionError as exc:

@@ -108,3 +108,17 @@ def host_of(message: Message) -> Optional[str]:
     if not host.isascii() or not all(c.isalnum() or c in ".-_:[]%" for c in host):
         return None
     return host
+
+
+def losses_of(message: Message) -> List[Dict[str, Any]]:
+    """The lost nodes a ``start`` or final ``stop`` reports for the attempt that ended."""
+    losses = message.get("losses")
+    return [loss for loss in losses if isinstance(loss, dict)] if isinstance(losses, list) else []
+
+
+def hosts_of(message: Message) -> Dict[int, str]:
+    """The addresses replaced nodes came from, as a ``start`` carries them."""
+    hosts = message.get("hosts")
+    if not isinstance(hosts, dict):
+        return {}
+    return {int(k): v for k, v in hosts.items() if k.isdigit() and isinstance(v, str)}

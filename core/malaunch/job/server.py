@@ -37,6 +37,7 @@ from malaunch.job.protocol import (
     send,
     welcome_proof,
 )
+from malaunch.job.replacement import host_of
 from malaunch.job.settings import JobSettings
 from malaunch.job.throttle import Throttle
 from malaunch.log import logger
@@ -75,7 +76,7 @@ class ChannelServer:
         self,
         loop: EventLoop,
         settings: JobSettings,
-        on_join: Callable[[int], None],
+        on_join: Callable[[int, Optional[str]], None],
         on_report: Callable[[int, Message], None],
         on_lost: Callable[[int], None],
     ) -> None:
@@ -231,7 +232,7 @@ class ChannelServer:
                 self._drop(conn, f"cannot welcome node {node}: {exc}")
                 return
             logger.debug(f"job channel: node {node} joined from {conn.address}")
-            self.on_join(node)
+            self.on_join(node, host_of(message))
 
     def _reject(self, conn: _Connection, why: str) -> None:
         self.rejections.warn(f"job channel: rejected a connection from {conn.address}: {why}")

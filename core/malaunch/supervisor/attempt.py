@@ -168,6 +168,17 @@ class Attempt:
             }
         )
 
+    def heard_beat(self, text: str) -> None:
+        """A ``malaunch.context.heartbeat()`` from rank ``text`` (or the only worker)."""
+        children = [c for c in self.group.children if c.running and not c.spec.service]
+        chosen = [c for c in children if str(c.spec.rank) == text] or (
+            children if len(children) == 1 else []
+        )
+        now = self.loop.now()
+        for child in chosen:
+            child.last_activity = now
+            child.heard_from = True
+
     def _on_hang(self, child: Watched, seconds: float) -> None:
         assert isinstance(child, Child)
         if self.stopping:
@@ -209,8 +220,11 @@ class Attempt:
         elif not self.stopping:
             failure = message.get("failure") or {}
             running = len(self.group.running())
-            what = "restarting the job" if message.get("final") is False else "stopping"
-            logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
+            if message.get("replace") is not None:
+                logger.warning(f"{waiting_line(message)}{_local(running, 'stopping')}")
+            else:
+                what = "restarting the job" if message.get("final") is False else "stopping"
+                logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
         if not self.stopping or kind_is(message, "finish"):
             self.stopping = True
             self.group.stop(signal.SIGTERM)
@@ -267,11 +281,23 @@ def kind_is(message: Message, kind: str) -> bool:
     return message.get("t") == kind
 
 
-def _local(running: int) -> str:
-    """`` (2 local processes)``; nothing when none is left to stop."""
+def _local(running: int, verb: str = "") -> str:
+    """`` (2 local processes)`` (with ``verb``: ``; stopping 2 local processes``); nothing
+    when none is left to stop."""
     if running == 0:
         return ""
-    return f" ({running} local process{'' if running == 1 else 'es'})"
+    processes = f"{running} local process{'' if running == 1 else 'es'}"
+    return f"; {verb} {processes}" if verb else f" ({processes})"
+
+
+def waiting_line(message: Message) -> str:
+    """``node 3 lost: waiting up to 300s for its replacement``, from a ``stop`` that waits."""
+    failure = message.get("failure") or {}
+    node = message.get("replace")
+    gone = f"node {node} lost" if failure.get("kind") == "lost" else describe_failure(failure)
+    timeout = message.get("rejoin_timeout")
+    limit = f"up to {timeout:g}s " if isinstance(timeout, (int, float)) else ""
+    return f"{gone}: waiting {limit}for its replacement"
 
 
 def describe_failure(failure: Dict[str, Any]) -> str:

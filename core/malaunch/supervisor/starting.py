@@ -1,0 +1,53 @@
+"""Starting an attempt's processes on this node, all of a plan or one again (``simulate``'s
+``--replace-lost`` restarts a node launcher that died, as a kubelet restarts a container)."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from malaunch.errors import LaunchError
+from malaunch.events import Clock
+from malaunch.models import ProcessSpec
+from malaunch.supervisor.containment import Containment
+from malaunch.supervisor.output import LineRelay
+from malaunch.supervisor.reaper import Reaper
+from malaunch.supervisor.signals import SignalWakeup
+from malaunch.supervisor.spawn import Child, make_child_setup, spawn
+
+
+def start_processes(
+    specs: Sequence[ProcessSpec],
+    *,
+    number: int,
+    environ: Optional[Mapping[str, str]],
+    wakeup: SignalWakeup,
+    containment: Containment,
+    reaper: Reaper,
+    relay_of: Callable[[ProcessSpec], Optional[LineRelay]],
+    clock: Clock,
+    extra_env: Dict[str, str],
+) -> Tuple[List[Child], Optional[LaunchError]]:
+    """Start ``specs`` for attempt ``number`` with signals blocked (so that each child's
+    set-up cannot be interrupted half-way); stop at the first that cannot be started and
+    return its error beside the children started so far."""
+    children: List[Child] = []
+    base = dict(os.environ if environ is None else environ)
+    with wakeup.blocked() as mask:
+        setup = make_child_setup(os.getpid(), wakeup.handled, mask, containment.join_file)
+        for spec in specs:
+            try:
+                child = spawn(
+                    spec,
+                    environ=base,
+                    attempt=number,
+                    setup=setup,
+                    relay=relay_of(spec),
+                    clock=clock,
+                    extra_env=extra_env,
+                )
+            except LaunchError as exc:
+                return children, exc
+            reaper.watch(child.pid)
+            children.append(child)
+    return children, None
