@@ -443,10 +443,11 @@ def test_a_node_that_cannot_reach_node_0_says_why_it_may_be(tmp_path: Path) -> N
 
 def test_a_node_stopped_during_a_restarts_back_off_stops_the_job(tmp_path: Path) -> None:
     """Rank 3 fails in attempt 0, the job waits 8 s to restart, and node 1's launcher gets
-    SIGTERM meanwhile: node 1 exits 143 and node 0 75, with no attempt 1 started without
-    node 1 (its report used to carry attempt -1, which node 0 ignored)."""
+    SIGTERM meanwhile: without replacement (--rejoin-timeout 0), node 1 exits 143 and node 0
+    75, with no attempt 1 started without node 1 (its report used to carry attempt -1, which
+    node 0 ignored). With replacement, node 0 would wait for node 1's (test_job_replacement)."""
     worker = ["--fail", "3:7", "--fail-attempt", "0", "--steps", "3"]
-    launcher = ["--max-restarts", "1", "--restart-backoff", "8"]
+    launcher = ["--max-restarts", "1", "--restart-backoff", "8", "--rejoin-timeout", "0"]
     nodes = nodes_of(tmp_path, 2, worker=worker, launcher=launcher)
     with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
         launchers.start_all()

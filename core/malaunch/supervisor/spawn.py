@@ -29,6 +29,8 @@ F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # the constant appeared in 
 # A larger pipe lets a chatty worker run ahead while the launcher is busy with another rank.
 PIPE_SIZE = 1 << 20
 RESTART_VAR = "MALAUNCH_RESTART_COUNT"
+# torchrun's name for the same count, which torch scripts (and Lightning) already read.
+TORCH_RESTART_VAR = "TORCHELASTIC_RESTART_COUNT"
 
 
 def _load_prctl() -> Optional[Callable[..., int]]:
@@ -129,7 +131,8 @@ def spawn(
     ``extra_env`` is what the launcher adds at run time (heartbeat address, faulthandler) and
     a variable the plan or the user already set wins over it.
     """
-    env = {**environ, **(extra_env or {}), **spec.env, RESTART_VAR: str(attempt)}
+    counts = {RESTART_VAR: str(attempt), TORCH_RESTART_VAR: str(attempt)}
+    env = {**environ, **(extra_env or {}), **spec.env, **counts}
     try:
         for directory in (spec.cwd, *spec.dirs):
             os.makedirs(directory, exist_ok=True)
