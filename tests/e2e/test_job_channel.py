@@ -389,7 +389,7 @@ def test_a_connection_flood_costs_a_few_log_lines_and_the_job_succeeds(tmp_path:
     with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
         launchers.start_all()
         wait_for_pids(tmp_path, 4)
-        for held, seconds in ((200, 4.0), (600, 2.0)):  # past the 3 s handshake timeout, then
+        for held, seconds in ((200, 4.0), (800, 3.0)):  # past the 3 s handshake timeout, then
             deadline = time.monotonic() + seconds  # more than the waiting room holds
             while time.monotonic() < deadline:
                 if len(opened) < held:
