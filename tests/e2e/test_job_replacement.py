@@ -9,7 +9,9 @@ next attempt must run on every node.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -217,3 +219,44 @@ def test_e_a_stranger_on_node_0s_port_cannot_adopt_the_job(tmp_path: Path) -> No
     assert fake.after_hello == []  # no resume, no job state, ever sent to it
     assert started(tmp_path, 1) == [f"worker-{rank}-1" for rank in range(4)]
     assert summary(tmp_path, 1)["attempts"][0]["failure"]["node"] == 0
+
+
+def launcher_of(parent: int, node: int) -> int:
+    """The pid of node ``node``'s launcher among ``simulate``'s children (from /proc)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    for pid in children:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if any(arg.endswith(f"/node-{node}".encode()) for arg in argv):
+            return int(pid)
+    raise AssertionError(f"no launcher of node {node} among {children}")
+
+
+def test_simulate_replace_lost_plays_the_kubelet(tmp_path: Path) -> None:
+    """``simulate --replace-lost 1``: node 1's launcher, SIGKILLed in attempt 0, is started
+    again a second later, rejoins, and the job succeeds with attempt 1 on every node."""
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [
+        str(Path(sys.executable).with_name("malaunch")), "simulate", "--nodes", "2",
+        "--nproc-per-node", "2", "--platform", "volcano", "--framework", "torch_ddp",
+        "--log-dir", str(tmp_path / "logs"), "--console-ranks", "none", "--max-restarts", "1",
+        "--replace-lost", "1", "--", sys.executable, str(WORKER), str(out), "--steps", "40",
+    ]  # fmt: skip
+    with open(tmp_path / "simulate.out", "wb") as log:
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while len(started(tmp_path, 0)) < 4:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        os.kill(launcher_of(proc.pid, 1), signal.SIGKILL)
+        code = proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = (tmp_path / "simulate.out").read_text()
+    assert code == 0, output
+    assert "node 1 (pid " in output and "was killed by SIGKILL: starting it again in 1s" in output
+    assert started(tmp_path, 1) == [f"worker-{rank}-1" for rank in range(4)]
+    assert wait_gone(recorded_pids(out)) == []

@@ -16,7 +16,7 @@ your ranks' stacks, see :mod:`malaunch.supervisor.capture`).
 from __future__ import annotations
 
 import signal
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from malaunch.errors import ExitCode, LaunchError
 from malaunch.events import EventLoop, Timer
@@ -30,6 +30,7 @@ from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
 
 Report = Callable[[Message], None]
+StartAgain = Callable[[Child], Tuple[List[Child], Optional[LaunchError]]]
 
 
 class Attempt:
@@ -48,6 +49,7 @@ class Attempt:
         fail_fast: bool = True,
         straggler_timeout: Optional[float] = None,
         tail_lines: int = 20,
+        replace_lost: Optional[Tuple[float, StartAgain]] = None,
     ) -> None:
         self.loop = loop
         self.group = group
@@ -58,6 +60,7 @@ class Attempt:
         self.fail_fast = fail_fast
         self.straggler_timeout = straggler_timeout
         self.tail_lines = tail_lines
+        self.replace_lost = replace_lost
         self.outcome = Outcome(group.children, node=node, attempt=number)
         self.stopping = False
         self.done_reported = False
@@ -99,6 +102,8 @@ class Attempt:
         assert returncode is not None
         if self.stopping or self.capture is not None:
             return  # expected: the job stops, or faulthandler was asked for the stacks
+        if self._replaced(child, returncode):
+            return
         if not self.fail_fast and not child.spec.service:
             # simulate: the node launchers stop themselves; this only catches those that don't
             self._arm_safety_net()
@@ -122,6 +127,29 @@ class Attempt:
         self.stopping = True
         self.group.stop(signal.SIGTERM)
         self._fail(failure_of(child, self.tail_lines))
+
+    def _replaced(self, child: Child, returncode: int) -> bool:
+        """``simulate --replace-lost``: a node launcher killed by a signal while the others
+        run is started again after the delay, as a kubelet restarts a container."""
+        others = [c for c in self.group.running() if not c.spec.service]
+        if self.replace_lost is None or returncode >= 0 or not others:
+            return False
+        delay, start_again = self.replace_lost
+        logger.warning(
+            f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}: starting "
+            f"it again in {delay:g}s (--replace-lost)"
+        )
+        self.loop.call_later(delay, lambda: self._start_again(child, start_again))
+        return True
+
+    def _start_again(self, child: Child, start_again: StartAgain) -> None:
+        if self.stopping or not self.group.running():
+            return  # the job ended meanwhile: nothing to rejoin
+        started, error = start_again(child)
+        if error is not None:
+            logger.error(str(error))
+        for new in started:
+            self.group.add(new)
 
     def _independent_failure(self, child: Child, returncode: int) -> None:
         """simulate's node launchers: nobody is stopped; the first failure of a node's own

@@ -2,18 +2,17 @@
 signals, the job channel, the heartbeats and each attempt's processes.
 
 The job's decisions are the :class:`~malaunch.job.coordinator.Coordinator`'s, reached through
-the :class:`~malaunch.supervisor.link.JobLink`. This module joins the job, prepares (data
-staging's stage-in, in a thread: :mod:`malaunch.supervisor.prepare`) and says ``ready``, starts
-attempts when told ``start``, hands local events to the
-:class:`~malaunch.supervisor.attempt.Attempt`, and ends when an attempt is over with a final
-verdict. A preparation that fails is reported to the job before this launcher exits with its
-error, so that the job's ``stop`` reaches every node at once.
+the :class:`~malaunch.supervisor.link.JobLink`. This module joins the job, prepares (the
+stage-in, in a thread: :mod:`malaunch.supervisor.prepare`), says ``ready``, starts attempts
+when told ``start``, hands local events to the :class:`~malaunch.supervisor.attempt.Attempt`,
+redials a lost node 0's replacement once its processes are down, and ends with a final
+verdict. A failed preparation is reported before this launcher exits with its error.
 """
 
 from __future__ import annotations
 
 import signal
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
 from malaunch.events import EventLoop
@@ -22,7 +21,7 @@ from malaunch.job.protocol import Message
 from malaunch.job.replacement import hosts_of, losses_of
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
-from malaunch.supervisor.attempt import Attempt, describe_failure, waiting_line
+from malaunch.supervisor.attempt import Attempt, StartAgain, describe_failure, waiting_line
 from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.dedup import Deduper, DedupRelay, member
 from malaunch.supervisor.group import Group
@@ -40,7 +39,7 @@ from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
 from malaunch.supervisor.spawn import Child
-from malaunch.supervisor.starting import start_processes
+from malaunch.supervisor.starting import runtime_env, start_processes
 
 # (attempt, node 0's fresh rendezvous port, replaced nodes' addresses) -> that attempt's plan
 Replan = Callable[[int, Optional[int], Mapping[int, str]], LaunchPlan]
@@ -170,10 +169,14 @@ class NodeRun:
             self._start(message)
         elif self.attempt is not None:
             self.attempt.on_command(message)
-        elif kind == "stop" and (message.get("final", True) or self.finished):
-            self._stopped_between_attempts(message)
-        elif kind == "stop" and message.get("replace") is not None:
-            logger.warning(waiting_line(message))  # another loss while the job restarts
+        elif kind == "stop":
+            self._between_attempts(message)
+
+    def _between_attempts(self, stop: Message) -> None:
+        if stop.get("final", True) or self.finished:
+            self._stopped_between_attempts(stop)
+        elif stop.get("replace") is not None:
+            logger.warning(waiting_line(stop))  # a loss while the job restarts
 
     def _on_lost(self, reason: str) -> None:
         """Node 0's launcher is gone: this node stops as if node 0 had failed, and, while
@@ -183,10 +186,8 @@ class NodeRun:
         stop = self.link.lose_node_0(reason)
         if self.attempt is not None:
             self.attempt.on_command({**stop, "attempt": self.attempt.number})
-        elif stop["final"]:
-            self._stopped_between_attempts(stop)
         else:
-            logger.warning(waiting_line(stop))
+            self._between_attempts(stop)
 
     def _rejoin(self) -> None:
         """Redial node 0's replacement (the loop waits: nothing of this node runs now)."""
@@ -261,6 +262,7 @@ class NodeRun:
             fail_fast=self.options.fail_fast,
             straggler_timeout=self.options.straggler_timeout,
             tail_lines=self.options.tail_lines,
+            replace_lost=self._replace_lost(number),
         )
         if error is not None:
             self.attempt.abort(error)
@@ -270,7 +272,7 @@ class NodeRun:
         group.reap()  # exits that happened while signals were blocked
 
     def _spawn(
-        self, specs: Sequence[ProcessSpec], number: int
+        self, specs: Sequence[ProcessSpec], number: int, append: Optional[bool] = None
     ) -> Tuple[List[Child], Optional[LaunchError]]:
         return start_processes(
             specs,
@@ -281,8 +283,14 @@ class NodeRun:
             reaper=self.reaper,
             relay_of=lambda spec: self._relay(spec) if self.selection.selects(spec) else None,
             clock=self.options.clock,
-            extra_env=self._extra_env(),
+            extra_env=runtime_env(self.options.hang, self.heartbeat),
+            append=append,
         )
+
+    def _replace_lost(self, number: int) -> Optional[Tuple[float, StartAgain]]:
+        delay = self.options.replace_lost
+        start: StartAgain = lambda child: self._spawn([child.spec], number, append=True)  # noqa: E731
+        return None if delay is None else (delay, start)
 
     def _relay(self, spec: ProcessSpec) -> LineRelay:
         """What copies a process's lines to the console (through the deduper with dedup)."""
@@ -291,13 +299,6 @@ class NodeRun:
         if self.deduper is not None:
             return DedupRelay(member(spec, self.options.console_prefix, **fields), self.deduper)
         return LineRelay(console_prefix(spec, self.options.console_prefix, **fields), self.console)
-
-    def _extra_env(self) -> Dict[str, str]:
-        hang = self.options.hang
-        if hang is None or self.heartbeat is None:
-            return {}
-        # faulthandler is the stack fallback when py-spy cannot read a rank (hang.stacks)
-        return {**self.heartbeat.env(hang.beat_interval), "PYTHONFAULTHANDLER": "1"}
 
     # -- signals and heartbeats -----------------------------------------------------------
 

@@ -8,6 +8,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.errors import LaunchError
 from malaunch.events import Clock
+from malaunch.hang.heartbeat import HeartbeatSocket
+from malaunch.hang.watch import HangSettings
 from malaunch.models import ProcessSpec
 from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.output import LineRelay
@@ -27,6 +29,7 @@ def start_processes(
     relay_of: Callable[[ProcessSpec], Optional[LineRelay]],
     clock: Clock,
     extra_env: Dict[str, str],
+    append: Optional[bool] = None,
 ) -> Tuple[List[Child], Optional[LaunchError]]:
     """Start ``specs`` for attempt ``number`` with signals blocked (so that each child's
     set-up cannot be interrupted half-way); stop at the first that cannot be started and
@@ -45,9 +48,21 @@ def start_processes(
                     relay=relay_of(spec),
                     clock=clock,
                     extra_env=extra_env,
+                    append=append,
                 )
             except LaunchError as exc:
                 return children, exc
             reaper.watch(child.pid)
             children.append(child)
     return children, None
+
+
+def runtime_env(
+    hang: Optional[HangSettings], heartbeat: Optional[HeartbeatSocket]
+) -> Dict[str, str]:
+    """What the launcher adds to every process at run time: the heartbeat socket's address
+    and, with hang detection, faulthandler (the stack fallback where py-spy cannot read a
+    rank)."""
+    if hang is None or heartbeat is None:
+        return {}
+    return {**heartbeat.env(hang.beat_interval), "PYTHONFAULTHANDLER": "1"}
