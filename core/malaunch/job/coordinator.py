@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Set
 
 from malaunch.hang.blame import odd_ones
 from malaunch.job.protocol import Message
-from malaunch.job.replacement import Loss, Replacements
+from malaunch.job.replacement import Loss, Replacements, lost_node, never_came_back, waiting_stop
 from malaunch.job.restart import REPLACEABLE, RestartPolicy, decide, replacement
 from malaunch.log import logger
 
@@ -142,7 +142,7 @@ class Coordinator:
 
     def lost(self, node: int) -> None:
         """Node ``node``'s launcher disappeared (connection closed or heartbeats stopped)."""
-        failure = {"kind": "lost", "node": node, "rank": None, "code": None}
+        failure = lost_node(node)
         if self.phase in ("running", "capturing", "restarting"):
             self._failed(failure)
         elif self.phase == "preparing":
@@ -295,16 +295,13 @@ class Coordinator:
         self.joined.discard(node)
         self.ready.discard(node)
         self.ended.add(node)  # its processes went with its launcher
-        loss = self.replacing.lose(node)
-        timeout = self.policy.rejoin_timeout
-        stop = {"t": "stop", "attempt": self.attempt, "final": False, "failure": failure}
-        stop.update(decision=self.records[-1].decision, delay=0.0, replace=node)
-        stop["rejoin_timeout"] = timeout
+        loss, timeout = self.replacing.lose(node), self.policy.rejoin_timeout
         if node == 0:
             self.phase = "over"  # this launcher is leaving: the others redial its replacement
         else:
             self.scheduler.call_later(timeout, lambda: self._rejoin_timed_out(node, loss))
-        self.transport.broadcast(stop)
+        decision = self.records[-1].decision
+        self.transport.broadcast(waiting_stop(self.attempt, failure, decision, timeout))
 
     def _rejoined(self, node: int, host: Optional[str]) -> None:
         loss = self.replacing.rejoined(node, host)
@@ -316,26 +313,19 @@ class Coordinator:
         self.transport.broadcast({"t": "prepare", "attempt": self.attempt})
 
     def _rejoin_timed_out(self, node: int, loss: Loss) -> None:
-        if self.phase != "restarting" or self.replacing.awaiting.get(node) is not loss:
-            return
-        timeout = f"--rejoin-timeout {self.policy.rejoin_timeout:g}s"
-        failure = {"kind": "lost", "node": node, "rank": None, "code": None}
-        failure["reason"] = f"its replacement did not join within {timeout}"
-        self._over(failure, f"node {node} never came back within {timeout}")
+        if self.phase == "restarting" and self.replacing.awaiting.get(node) is loss:
+            self._over(*never_came_back(node, self.policy.rejoin_timeout))
 
     def _adopt(self, message: Message) -> None:
         """A survivor of a lost node 0 tells this (new) node 0 where the job was."""
-        if self.phase not in ("joining", "preparing"):
-            return
-        self.replacing.adopt(message)
-        if self.replacing.adopted is not None:
-            self.attempt = max(self.attempt, self.replacing.adopted.attempt)
+        if self.phase in ("joining", "preparing"):
+            self.attempt = max(self.attempt, self.replacing.adopt(message))
 
     def _resume_job(self) -> None:
         """Node 0 was replaced: go on from the adopted attempt, its restarts counted."""
         adopted = self.replacing.adopted
         assert adopted is not None
-        failure = adopted.failure or {"kind": "lost", "node": 0, "rank": None, "code": None}
+        failure = adopted.failure or lost_node(0)
         self.attempt = adopted.attempt
         record = AttemptRecord(adopted.attempt, self.scheduler.now(), failure=failure)
         self.records.append(record)

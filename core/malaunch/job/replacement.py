@@ -12,7 +12,7 @@ replaced. The decisions stay the :class:`~malaunch.job.coordinator.Coordinator`'
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from malaunch.job.protocol import Message
 
@@ -69,18 +69,19 @@ class Replacements:
             self.hosts[node] = host
         return loss
 
-    def adopt(self, message: Message) -> None:
-        """A survivor's ``resume`` report: the attempt it last heard, its failure, its wait."""
+    def adopt(self, message: Message) -> int:
+        """A survivor's ``resume`` report: the attempt it last heard, its failure, its wait.
+        Returns the attempt the job is at as far as the survivors tell (-1: not known)."""
         attempt, waited = message.get("attempt"), message.get("waited")
         failure = message.get("failure")
-        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
-            return
-        seconds = float(waited) if isinstance(waited, (int, float)) and waited >= 0 else 0.0
-        known = self.adopted
-        if known is None or attempt > known.attempt:
-            known = Adopted(attempt, failure if isinstance(failure, dict) else None, 0.0)
-        known.waited = max(known.waited, min(seconds, 1e9))
-        self.adopted = known
+        if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt >= 0:
+            seconds = float(waited) if isinstance(waited, (int, float)) and waited >= 0 else 0.0
+            known = self.adopted
+            if known is None or attempt > known.attempt:
+                known = Adopted(attempt, failure if isinstance(failure, dict) else None, 0.0)
+            known.waited = max(known.waited, min(seconds, 1e9))
+            self.adopted = known
+        return -1 if self.adopted is None else self.adopted.attempt
 
     def node_0_loss(self) -> Loss:
         """The loss of node 0 as the adopted state tells it (replaced by this launcher)."""
@@ -98,6 +99,33 @@ class Replacements:
             fields["hosts"] = {str(node): host for node, host in sorted(self.hosts.items())}
         self.losses = []
         return fields
+
+
+def lost_node(node: int) -> Dict[str, Any]:
+    """The failure of a node whose launcher disappeared."""
+    return {"kind": "lost", "node": node, "rank": None, "code": None}
+
+
+def waiting_stop(
+    attempt: int, failure: Dict[str, Any], decision: Optional[str], timeout: float
+) -> Message:
+    """The ``stop`` that ends an attempt to wait for ``failure``'s node's replacement."""
+    stop = {"t": "stop", "attempt": attempt, "final": False, "failure": failure}
+    replace = failure.get("node")
+    return {
+        **stop,
+        "decision": decision,
+        "delay": 0.0,
+        "replace": replace,
+        "rejoin_timeout": timeout,
+    }
+
+
+def never_came_back(node: int, timeout: float) -> Tuple[Dict[str, Any], str]:
+    """The final failure and decision when ``node``'s replacement did not join in time."""
+    limit = f"--rejoin-timeout {timeout:g}s"
+    failure = {**lost_node(node), "reason": f"its replacement did not join within {limit}"}
+    return failure, f"node {node} never came back within {limit}"
 
 
 def host_of(message: Message) -> Optional[str]:

@@ -11,12 +11,13 @@ Whichever it is, the node sees two calls: :meth:`JobLink.report` to tell the job
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from malaunch.events import EventLoop
 from malaunch.job.client import ChannelClient
 from malaunch.job.coordinator import Coordinator
 from malaunch.job.protocol import Message
+from malaunch.job.replacement import lost_node, never_came_back, waiting_stop
 from malaunch.job.restart import Decision, replacement
 from malaunch.job.server import ChannelServer
 from malaunch.models import Topology
@@ -48,8 +49,8 @@ class JobLink:
         self.waiting: Optional[Waiting] = None
         self.waiting_for_ready = False  # node 0's wait: for the joins, then for the stage-ins
         self.on_lost: Callable[[str], None] = lambda reason: None
-        self.heard_failure: Optional[Dict[str, object]] = None  # of the attempt that ended
-        self.lost_node_0: Optional[Dict[str, object]] = None  # the failure, while redialling
+        self.heard_failure: Optional[Dict[str, Any]] = None  # of the attempt that ended
+        self.lost_node_0: Optional[Dict[str, Any]] = None  # the failure, while redialling
         self.rejoin_since: Optional[float] = None  # node 0 lost: its replacement is awaited
 
     @property
@@ -115,22 +116,17 @@ class JobLink:
         """Other nodes: node 0's launcher is gone. The ``stop`` this node obeys: final, or,
         while restarts remain, one that waits for node 0's replacement (:meth:`rejoin` then
         redials once the local processes are down)."""
-        failure: Dict[str, object] = {"kind": "lost", "node": 0, "rank": None, "code": None}
-        failure["reason"] = reason
+        failure = {**lost_node(0), "reason": reason}
         decision = self.node_0_lost()
-        stop: Message = {"t": "stop", "final": not decision.restart, "failure": failure}
-        if decision.restart:
-            self.lost_node_0, self.rejoin_since = failure, self.loop.now()
-            stop.update(decision=decision.reason, replace=0)
-            stop["rejoin_timeout"] = self.options.restart.rejoin_timeout
-        return stop
+        if not decision.restart:
+            return {"t": "stop", "final": True, "failure": failure}
+        self.lost_node_0, self.rejoin_since = failure, self.loop.now()
+        timeout = self.options.restart.rejoin_timeout
+        return waiting_stop(self.heard_attempt, failure, decision.reason, timeout)
 
     def never_came_back(self) -> Message:
         """The final ``stop`` when node 0's replacement did not join in time."""
-        timeout = f"--rejoin-timeout {self.options.restart.rejoin_timeout:g}s"
-        failure = {**(self.lost_node_0 or {"kind": "lost", "node": 0})}
-        failure["reason"] = f"its replacement did not join within {timeout}"
-        decision = f"node 0 never came back within {timeout}"
+        failure, decision = never_came_back(0, self.options.restart.rejoin_timeout)
         return {"t": "stop", "final": True, "failure": failure, "decision": decision}
 
     def node_0_lost(self) -> Decision:
