@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_job import Job, malaunch_job
@@ -32,7 +32,7 @@ FLOODER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "flood_job
 class Staged(Job):
     """Starts node 0 now and node 1 when asked."""
 
-    def start(self, argvs: List[List[str]], envs: List[dict]) -> None:  # type: ignore[type-arg]
+    def start(self, argvs: List[List[str]], envs: List[Dict[str, str]]) -> None:
         self.later = (argvs[1:], envs[1:])
         super().start(argvs[:1], envs[:1])
 

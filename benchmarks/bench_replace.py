@@ -33,12 +33,22 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_job import Job, malaunch_job, torchrun_job
 
 RANKS = 4
+
+
+class RecordingJob(Job):
+    """A :class:`bench_job.Job` that keeps each launcher's environment, to start it again."""
+
+    envs: List[Dict[str, str]]
+
+    def start(self, argvs: List[List[str]], envs: List[Dict[str, str]]) -> None:
+        self.envs = list(envs)
+        super().start(argvs, envs)
 
 
 def all_running_since(job: Job, since: float, cap: float) -> Optional[float]:
@@ -58,7 +68,7 @@ def all_running_since(job: Job, since: float, cap: float) -> Optional[float]:
     return None
 
 
-def restart(job: Job, node: int) -> float:
+def restart(job: RecordingJob, node: int) -> float:
     """SIGKILL launcher ``node`` and start its command again; the moment it was started."""
     proc = job.procs[node]
     os.killpg(proc.pid, signal.SIGKILL)
@@ -105,14 +115,6 @@ def whole_job(launch: Callable[[Job], None]) -> str:
         finally:
             job.cleanup()
     return "did not start" if running is None else f"{running - moment:.3f} s"
-
-
-class RecordingJob(Job):
-    """A :class:`bench_job.Job` that keeps each launcher's environment, to start it again."""
-
-    def start(self, argvs: List[List[str]], envs: List[dict]) -> None:  # type: ignore[type-arg]
-        self.envs = list(envs)
-        super().start(argvs, envs)
 
 
 def main() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from tests.unit.job.test_coordinator import FAILURE, PREPARE, Job
-
 from malaunch.job.restart import RestartPolicy
+
+from .test_coordinator import FAILURE, PREPARE, Job
 
 POLICY = RestartPolicy(max_restarts=2, backoff=(2.0, 30.0), rejoin_timeout=300.0)
 LOST_2: Dict[str, Any] = {"kind": "lost", "node": 2, "rank": None, "code": None}
