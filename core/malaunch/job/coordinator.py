@@ -187,7 +187,8 @@ class Coordinator:
             self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
 
     def _failed(self, failure: Dict[str, Any]) -> None:
-        if failure.get("kind") in REPLACEABLE and self.phase in RUNNING_OR_RESTARTING:
+        replaceable = failure.get("kind") in REPLACEABLE and self.nnodes > 1  # someone waits
+        if replaceable and self.phase in RUNNING_OR_RESTARTING:
             self._replace(failure)
             return
         if self.phase in ("joining", "preparing"):

@@ -227,3 +227,15 @@ def test_resume_reports_are_read_only_before_the_start() -> None:
     job.coordinator.report(1, {"t": "resume", "attempt": 5, "failure": None, "waited": 1})
     assert job.coordinator.attempt == 0
     assert job.coordinator.replacing.adopted is None
+
+
+def test_a_one_node_job_has_nobody_to_wait_for_a_replacement() -> None:
+    job = Job(nnodes=1, policy=POLICY, wall=wall)
+    job.start()
+    signalled = {"kind": "signal", "rank": None, "code": 143, "signal": "SIGTERM"}
+    job.report(0, "failed", failure=signalled)
+    [stop] = job.transport.take()
+    assert (stop["final"], stop["decision"]) == (
+        True,
+        "a failure of kind 'signal' is never restarted",
+    )
