@@ -133,10 +133,12 @@ def main() -> None:
             return "; ".join(sorted(set(results)))
         return f"{statistics.median(numbers):.3f} s (of {', '.join(r.split()[0] for r in results)})"
 
-    ours: Callable[[Job], None] = lambda job: malaunch_job(job, ["--max-restarts", "1"])  # noqa: E731
-    theirs: Callable[[Job], None] = lambda job: torchrun_job(  # noqa: E731
-        job, str(torchrun), ["--max-restarts", "1"]
-    )
+    def ours(job: Job) -> None:
+        malaunch_job(job, ["--max-restarts", "1"])
+
+    def theirs(job: Job) -> None:
+        torchrun_job(job, str(torchrun), ["--max-restarts", "1"])
+
     rows = [
         ("malaunch, node 1 replaced", median_of(lambda: recovery(ours, 1, args.cap))),
         ("malaunch, node 0 replaced", median_of(lambda: recovery(ours, 0, args.cap))),

@@ -12,6 +12,7 @@ verdict. A failed preparation is reported before this launcher exits with its er
 from __future__ import annotations
 
 import signal
+from functools import partial
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
@@ -289,8 +290,10 @@ class NodeRun:
 
     def _replace_lost(self, number: int) -> Optional[Tuple[float, StartAgain]]:
         delay = self.options.replace_lost
-        start: StartAgain = lambda child: self._spawn([child.spec], number, append=True)  # noqa: E731
-        return None if delay is None else (delay, start)
+        return None if delay is None else (delay, partial(self._start_again, number=number))
+
+    def _start_again(self, child: Child, number: int) -> Tuple[List[Child], Optional[LaunchError]]:
+        return self._spawn([child.spec], number, append=True)
 
     def _relay(self, spec: ProcessSpec) -> LineRelay:
         """What copies a process's lines to the console (through the deduper with dedup)."""
