@@ -14,7 +14,8 @@ restart to all four ranks running again (each rank stamps its start). Rows:
   both launchers started again from nothing (the platform's own cost of recreating every pod,
   minutes on a cluster, is not counted).
 - **torchrun, non-store agent replaced**: two agents with a c10d rendezvous (``--max-restarts
-  1``); the agent of node 1, which does not host the rendezvous store, is killed and restarted.
+  1``), node 0's started first so that it hosts the rendezvous store; the agent of node 1 is
+  killed and restarted.
 - **torchrun, store agent replaced**: the same with node 0's agent, which hosts the store.
 
 A row that does not recover within ``--cap`` seconds says what happened instead. Nothing here
@@ -27,6 +28,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -42,13 +44,29 @@ RANKS = 4
 
 
 class RecordingJob(Job):
-    """A :class:`bench_job.Job` that keeps each launcher's environment, to start it again."""
+    """A :class:`bench_job.Job` that keeps each launcher's environment, to start it again, and
+    starts node 0 first: with torchrun, the agent that binds the c10d endpoint first hosts the
+    store, and on one machine either could (both see the endpoint's address as their own)."""
 
     envs: List[Dict[str, str]]
 
     def start(self, argvs: List[List[str]], envs: List[Dict[str, str]]) -> None:
         self.envs = list(envs)
-        super().start(argvs, envs)
+        super().start(argvs[:1], envs[:1])
+        endpoint = [a for a in argvs[0] if a.startswith("127.0.0.1:")]
+        if endpoint:
+            listening(int(endpoint[0].split(":")[1]))
+        super().start(argvs[1:], envs[1:])
+
+
+def listening(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.01)
 
 
 def all_running_since(job: Job, since: float, cap: float) -> Optional[float]:
