@@ -68,7 +68,10 @@ def join_time(flood: int) -> str:
                 status = job.root / "flood.status"
                 argv = [sys.executable, str(FLOODER), "127.0.0.1", str(port), str(flood)]
                 flooder = subprocess.Popen([*argv, str(status)])
+                deadline = time.monotonic() + 60
                 while not (status.exists() and status.read_text() == "ready"):
+                    if time.monotonic() > deadline or flooder.poll() is not None:
+                        raise RuntimeError("the flood never reached its size")
                     time.sleep(0.01)
             moment = time.time()
             job.start_node_1()
