@@ -40,6 +40,52 @@ def write_atomic(target: Union[str, Path], content: str) -> None:
         raise
 
 
+def write_pointer(path: Path, name: str) -> None:
+    """Make ``path`` name ``name``, a sibling entry: a relative symlink, replaced in one step,
+    or, on a filesystem without symlinks (some network and object-store mounts), a small file
+    holding the name. :func:`read_pointer` reads either.
+
+    :raises OSError: neither can be written (or ``path`` is a directory).
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    try:
+        os.symlink(name, temporary)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        write_atomic(path, name + "\n")  # no symlinks here: the file form
+        return
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+MAX_POINTER_BYTES = 4096
+
+
+def read_pointer(path: Path) -> Optional[str]:
+    """The name a pointer :func:`write_pointer` made holds (a symlink's target, or the file's
+    one line); None when there is none, or it is neither (a directory, a FIFO, too long)."""
+    try:
+        return os.readlink(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # EINVAL: not a symlink, so maybe the file form
+            return None
+    try:
+        raw = read_regular(path, MAX_POINTER_BYTES)
+    except OSError:
+        return None
+    text = raw.decode("utf-8", errors="replace").strip()
+    return text or None
+
+
 class NotAFile(OSError):
     """The path names something that is not a regular file (a FIFO, a device, a socket)."""
 
@@ -66,7 +112,7 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(info.st_mode):
             raise NotAFile(
-                errno.EINVAL, f"is a {_kind(info.st_mode)}, not a regular file", str(path)
+                errno.EINVAL, f"is a {kind_of(info.st_mode)}, not a regular file", str(path)
             )
         if info.st_size > limit:
             raise TooLarge(errno.EFBIG, f"is {info.st_size} bytes, more than {limit}", str(path))
@@ -111,7 +157,7 @@ def output_path(target: Union[str, Path], name: str) -> Path:
         path = Path(os.path.realpath(path))
     if stat.S_ISREG(mode):
         return path
-    kind = "directory" if stat.S_ISDIR(mode) else _kind(mode)
+    kind = "directory" if stat.S_ISDIR(mode) else kind_of(mode)
     msg = f"{name} {target}: is a {kind}, not a regular file (refusing to replace it)"
     raise UsageError(msg)
 
@@ -171,7 +217,8 @@ def remove_empty(path: Path, top: Path) -> None:
             return
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is neither a regular file nor a directory is: ``FIFO``, ``device``..."""
     if stat.S_ISFIFO(mode):
         return "FIFO"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
-from launchers import Launchers, NodeCommand, option, printed_nodes, recorded_pids
+from launchers import Launchers, NodeCommand, node_dir, option, printed_nodes, recorded_pids
 from test_job_channel import FakeNode0
 
 from malaunch.testing import wait_gone
@@ -40,7 +40,7 @@ def nodes_of(
 
 
 def summary(tmp_path: Path, node: int) -> Dict[str, Any]:
-    path = tmp_path / "logs" / f"node-{node}" / "malaunch-summary.json"
+    path = node_dir(tmp_path / "logs", node) / "malaunch-summary.json"
     loaded: Dict[str, Any] = json.loads(path.read_text())
     return loaded
 

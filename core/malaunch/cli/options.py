@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 import click
 
+from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import UsageError
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import (
@@ -20,12 +21,14 @@ from malaunch.job.restart import (
     parse_codes,
 )
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
+from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
 from malaunch.staging.parse import parse_pairs
 from malaunch.supervisor.output import check_prefix_template
+from malaunch.supervisor.runs import DEFAULT_KEEP_RUNS
 from malaunch.supervisor.signals import parse_signal_names
 
 if TYPE_CHECKING:  # click 8.1 (Python 3.9) has no generic ParamType
@@ -100,12 +103,7 @@ def core_options() -> List[click.Parameter]:
             type=port(),
             help="Override the resolved rendezvous port.",
         ),
-        click.Option(
-            ["--log-dir"],
-            type=click.Path(file_okay=False),
-            help="Per-rank logs and malaunch-summary.json "
-            "[default: $MA_LOG_DIR or ./malaunch-logs]",
-        ),
+        *run_folder_options(),
         click.Option(
             ["--console-ranks"],
             type=Checked("spec", lambda text: parse_rank_spec(text, "--console-ranks")),
@@ -162,6 +160,14 @@ def core_options() -> List[click.Parameter]:
             "ranks as spans (0-7) or *.",
         ),
         click.Option(
+            ["--console-raw"],
+            is_flag=True,
+            help="Pass the ranks' terminal controls to the console as they are. By default "
+            "(on a terminal, a pipe or a file) any control but colour (SGR), tab and newline "
+            "shows as text like \\x1b (titles, clipboard writes, cursor moves, C1), and a "
+            "carriage return repeats the line's prefix. Log files always keep the bytes.",
+        ),
+        click.Option(
             ["--tail-lines"],
             type=Integer(0, 10_000),
             default=20,
@@ -170,9 +176,44 @@ def core_options() -> List[click.Parameter]:
         ),
         *job_options(),
         *staging_options(),
+        *cpu_options(),
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
         click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
+    ]
+
+
+def keep_runs_option() -> click.Option:
+    """``--keep-runs``, shared with ``simulate``."""
+    return click.Option(
+        ["--keep-runs"],
+        type=Integer(0, 1_000_000),
+        default=DEFAULT_KEEP_RUNS,
+        show_default=True,
+        help="Runs kept in the log dir, this one included: once this run has started, the "
+        "oldest beyond it are removed, each said on the console (0: keep all).",
+    )
+
+
+def run_folder_options() -> List[click.Parameter]:
+    """Where a run's files go (SPEC §12): each launch in a run folder of its own."""
+    return [
+        click.Option(
+            ["--log-dir"],
+            type=click.Path(file_okay=False),
+            help="Each launch writes its per-rank logs and summary to a folder of its own "
+            "there, run-<UTC time>-<id>/; `latest` names the newest "
+            "[default: $MA_LOG_DIR or ./malaunch-logs]",
+        ),
+        keep_runs_option(),
+        # simulate's node launchers: their --log-dir is node-<k>/ inside simulate's own run.
+        click.Option(
+            ["--log-dir-is-run"],
+            is_flag=True,
+            hidden=True,
+            allow_from_autoenv=False,
+            help="Write into --log-dir as it is: no run folder, no latest, no pruning.",
+        ),
     ]
 
 
@@ -234,6 +275,13 @@ def job_options() -> List[click.Parameter]:
             default=True,
             show_default=True,
             help="Tie the node launchers of a multi-node job together (stop, finish, restart).",
+        ),
+        click.Option(
+            ["--success-policy"],
+            type=click.Choice(SUCCESS_POLICIES),
+            help="When the job has succeeded: chief (once the chief has; workers and ps are "
+            "stopped, TFJob's default) or all-workers (every worker has) [default: chief "
+            "when the cluster has a chief, else all-workers]",
         ),
         click.Option(
             ["--heartbeat-timeout"],
@@ -298,5 +346,35 @@ def staging_options() -> List[click.Parameter]:
             show_default=True,
             help="Upload the --stage-out outputs every this many seconds while the ranks run "
             "(0: only at the end).",
+        ),
+    ]
+
+
+def cpu_options() -> List[click.Parameter]:
+    """Binding each local process to CPUs (SPEC §5, docs/cpu-binding.md)."""
+    return [
+        click.Option(
+            ["--cpu-bind"],
+            type=Checked("mode", lambda text: parse_cpu_bind(text, "--cpu-bind")),
+            default="none",
+            show_default=True,
+            metavar="none|even|numa|LIST",
+            help="Bind each rank to CPUs of this launcher's own: even splits them into "
+            "contiguous ranges, numa takes the NUMA node of the rank's GPU/NPU, LIST gives one "
+            "per local rank (0-23,24-47; 0-23:48-71 joins ranges). Services are not bound.",
+        ),
+        click.Option(
+            ["--npu-smi"],
+            metavar="PATH",
+            help="The npu-smi that --cpu-bind numa asks for Ascend NPUs' CPU affinity "
+            "[default: npu-smi on PATH]",
+        ),
+        click.Option(
+            ["--sysfs-root"],
+            type=click.Path(file_okay=False),
+            default="/",
+            show_default=True,
+            metavar="DIR",
+            help="For tests: read sys/ and proc/self/status under DIR, not /, for --cpu-bind.",
         ),
     ]

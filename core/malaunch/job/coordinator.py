@@ -3,7 +3,8 @@
 Nodes report; the coordinator decides and tells every node, itself included, through a
 :class:`Transport`. Reports: ``ready`` (the node has prepared: staged in), ``failed`` (a local
 worker failed, the launcher was signalled, or the node could not prepare), ``done`` (every
-local worker succeeded), ``hang`` (a rank was silent too long), ``stacks`` (the ranks' stacks
+local worker succeeded; ``workers``: how many it had), ``chief`` (the chief succeeded),
+``hang`` (a rank was silent too long), ``stacks`` (the ranks' stacks
 after a ``capture``), ``ended`` (the local group is down after a ``stop``), plus joins and
 losses from the channel. Commands: ``prepare`` (every node has joined: stage in now),
 ``start`` (attempt N, maybe with a fresh rendezvous port, the losses of the attempt before and
@@ -17,17 +18,16 @@ them still on its way, and a long stage-in is not taken for a node that never ca
 ``--wait-timeout`` covers the joining only); a failure
 before the start (a stage-in that failed, a launcher signalled) stops every node for good, as
 does a node lost once all had joined; the first failure anywhere stops every node; a node that
-disappears counts as failed; when every node's workers have succeeded the job is done; a hang
+disappears counts as failed; the job is done when every node's workers have succeeded, or, under
+the ``chief`` success policy (:mod:`malaunch.job.success`), as soon as the chief has; a hang
 first gathers every node's stacks, then names the odd ranks; a restart waits until every
-node's group is down.
+node's group is down. A coordinator that hears only its own node of a multi-node job
+(``partial``: ``--no-job-channel``) never takes a node without workers for done: the
+workers its services serve run elsewhere, and it cannot hear when they finish.
 
-Replacement (SPEC §9, :mod:`malaunch.job.replacement`): a node launcher lost, or stopped by
-its platform, after the start ends the attempt like a failure; while restarts remain the job
-then waits (phase ``restarting``, the node *awaited*) up to ``--rejoin-timeout`` for a
-launcher with its index, which prepares like any node, and starts the next attempt once it is
-ready, without back-off. A replacement that never comes ends the job. A new node 0 learns the
-job from the survivors' ``resume`` reports (attempt, failure) and starts the attempt after the
-adopted one instead of attempt 0.
+Replacement (:mod:`malaunch.job.replacement`): a node lost after the start ends the attempt;
+while restarts remain the job waits (``restarting``, the node awaited) for its replacement,
+then starts the next attempt; a new node 0 adopts the job from the survivors' ``resume``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from malaunch.hang.blame import odd_ones
 from malaunch.job.protocol import Message
 from malaunch.job.replacement import Loss, Replacements, lost_node, never_came_back, waiting_stop
 from malaunch.job.restart import REPLACEABLE, RestartPolicy, decide, replacement
+from malaunch.job.success import ALL_WORKERS, CHIEF
 from malaunch.log import logger
 
 CAPTURE_TIMEOUT = 15.0  # seconds for every node to send its stacks after a hang
@@ -85,9 +86,13 @@ class Coordinator:
         restart_overrides: Callable[[int], Dict[str, Any]] = lambda attempt: {},
         uniform: Callable[[float, float], float] = random.uniform,
         wall: Callable[[], float] = time.time,
+        success: str = ALL_WORKERS,
+        partial: bool = False,
     ) -> None:
         self.nnodes = nnodes
         self.policy = policy
+        self.success = success
+        self.partial = partial
         self.transport = transport
         self.scheduler = scheduler
         self.restart_overrides = restart_overrides
@@ -143,12 +148,11 @@ class Coordinator:
     def lost(self, node: int) -> None:
         """Node ``node``'s launcher disappeared (connection closed or heartbeats stopped)."""
         failure = lost_node(node)
-        if self.phase in ("running", "capturing", "restarting"):
+        if self.phase in RUNNING_OR_RESTARTING:
             self._failed(failure)
         elif self.phase == "preparing":
             self._over(failure, "a node was lost before the job started")
-        elif self.phase == "joining":
-            # may join again (a restarted pod) until --wait-timeout
+        elif self.phase == "joining":  # may join again (a restarted pod) until --wait-timeout
             self.joined.discard(node)
             self.ready.discard(node)
 
@@ -168,7 +172,9 @@ class Coordinator:
         if kind == "failed" and isinstance(message.get("failure"), dict):
             self._failed({**message["failure"], "node": node})
         elif kind == "done":
-            self._done(node)
+            self._done(node, message)
+        elif kind == "chief":
+            self._chief_succeeded()
         elif kind == "hang" and isinstance(message.get("hang"), dict):
             self._hang({**message["hang"], "node": node})
         elif kind == "stacks" and isinstance(message.get("ranks"), list):
@@ -178,13 +184,21 @@ class Coordinator:
         else:
             logger.warning(f"job channel: dropped a malformed {kind!r} report from node {node}")
 
-    def _done(self, node: int) -> None:
+    def _done(self, node: int, message: Message) -> None:
+        if self.partial and message.get("workers") == 0:
+            return  # its services serve workers elsewhere: they run until signalled
         self.done.add(node)
         if self.phase == "running" and len(self.done) == self.nnodes:
-            self.phase = "over"
-            decision = "every worker of the job succeeded"
-            self.records[-1].decision = decision
-            self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
+            self._finish("every worker of the job succeeded")
+
+    def _chief_succeeded(self) -> None:
+        if self.success == CHIEF and self.phase == "running":
+            self._finish("the chief succeeded (--success-policy chief)")
+
+    def _finish(self, decision: str) -> None:
+        self.phase = "over"
+        self.records[-1].decision = decision
+        self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
 
     def _failed(self, failure: Dict[str, Any]) -> None:
         replaceable = failure.get("kind") in REPLACEABLE and self.nnodes > 1  # someone waits
@@ -241,11 +255,8 @@ class Coordinator:
     def _maybe_restart(self) -> None:
         """Start the next attempt once every group is down, no replacement is awaited and
         every node is ready (a replacement has prepared), after what is left of the back-off."""
-        if self.phase != "restarting" or self.restart_pending:
-            return
-        if len(self.ended) < self.nnodes or len(self.ready) < self.nnodes:
-            return
-        if self.replacing.awaiting:
+        missing = self._missing() or len(self.ended) < self.nnodes
+        if self.phase != "restarting" or self.restart_pending or missing:
             return
         self.restart_pending = True
         now = self.scheduler.now()
@@ -261,9 +272,7 @@ class Coordinator:
         if self.phase not in ("preparing", "restarting"):
             return
         self.restart_pending = False
-        if self.phase == "restarting" and (
-            self.replacing.awaiting or len(self.ready) < self.nnodes
-        ):
+        if self.phase == "restarting" and self._missing():
             return  # a node was lost during the back-off: its replacement restarts the job
         self.attempt = attempt
         self.phase = "running"
@@ -275,6 +284,10 @@ class Coordinator:
         self.transport.broadcast({"t": "start", "attempt": attempt, **overrides, **fields})
 
     # -- replacement ----------------------------------------------------------------------
+
+    def _missing(self) -> bool:
+        """A lost node's replacement has not joined, or not prepared yet."""
+        return bool(self.replacing.awaiting) or len(self.ready) < self.nnodes
 
     def _replace(self, failure: Dict[str, Any]) -> None:
         """A node is gone after the start: wait for its replacement, or end the job."""
@@ -326,22 +339,18 @@ class Coordinator:
         """Node 0 was replaced: go on from the adopted attempt, its restarts counted."""
         adopted = self.replacing.adopted
         assert adopted is not None
-        failure = adopted.failure or lost_node(0)
-        self.attempt = adopted.attempt
-        record = AttemptRecord(adopted.attempt, self.scheduler.now(), failure=failure)
-        self.records.append(record)
-        verdict = replacement(self.policy, adopted.attempt, 0)
+        self.attempt, failure = adopted.attempt, adopted.failure or lost_node(0)
+        self.records.append(AttemptRecord(self.attempt, self.scheduler.now(), failure=failure))
+        verdict = replacement(self.policy, self.attempt, 0)
         if not verdict.restart:
             self._over(failure, verdict.reason)
             return
-        record.decision = f"{verdict.reason.split(':')[0]}: node 0 was replaced"
-        logger.warning(
-            f"node 0 replaced: the job goes on from attempt {adopted.attempt} ({record.decision})"
-        )
+        decision = f"{verdict.reason.split(':')[0]}: node 0 was replaced"
+        self.records[-1].decision = decision
+        logger.warning(f"node 0 replaced: the job goes on from attempt {self.attempt} ({decision})")
         self.replacing.losses.append(self.replacing.node_0_loss())
         self.phase = "restarting"
-        attempt = adopted.attempt + 1
-        self._start(attempt, self.restart_overrides(attempt))
+        self._start(self.attempt + 1, self.restart_overrides(self.attempt + 1))
 
     # -- hangs ----------------------------------------------------------------------------
 

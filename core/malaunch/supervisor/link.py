@@ -76,6 +76,9 @@ class JobLink:
             transport=self,
             scheduler=self.loop,
             restart_overrides=self._restart_overrides,
+            success=self.options.success_policy,
+            # Without the channel, a node of a multi-node job decides for itself alone.
+            partial=settings is None and self.topology.nnodes > 1,
         )
         if settings is not None:
             self.server = ChannelServer(
@@ -101,15 +104,18 @@ class JobLink:
 
     def _heard(self, message: Message) -> None:
         """A command from node 0 (other nodes): note the attempt it starts, pass it on."""
-        number = message.get("attempt")
-        if message.get("t") in ("start", "prepare") and isinstance(number, int):
+        number, kind, failure = message.get("attempt"), message.get("t"), message.get("failure")
+        if kind in ("start", "prepare") and isinstance(number, int):
             # a replacement learns the attempt the job is at from its "prepare"
             self.heard_attempt = max(self.heard_attempt, number)
-        failure = message.get("failure")
-        if message.get("t") == "start":
+        if kind == "start":
             self.heard_failure = None
-        elif message.get("t") == "stop" and isinstance(failure, dict):
+        elif kind == "stop" and isinstance(failure, dict):
             self.heard_failure = failure
+        if self.client is not None and (
+            kind == "finish" or (kind == "stop" and message.get("final", True))
+        ):
+            self.client.job_over = True  # node 0 may now leave before this node has stopped
         self.on_command(message)
 
     def lose_node_0(self, reason: str) -> Message:
