@@ -25,23 +25,18 @@ from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
 from malaunch.supervisor.attempt import Attempt, StartAgain, describe_failure, waiting_line
 from malaunch.supervisor.containment import Containment
-from malaunch.supervisor.dedup import Deduper, DedupRelay, member
+from malaunch.supervisor.dedup import Deduper
 from malaunch.supervisor.group import Group
 from malaunch.supervisor.link import JobLink
 from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
-from malaunch.supervisor.output import (
-    ConsoleWriter,
-    LineRelay,
-    RankSelection,
-    console_prefix,
-)
+from malaunch.supervisor.output import ConsoleWriter, LineRelay, RankSelection
 from malaunch.supervisor.prepare import CLOSE_WAIT, PreparationThread
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
 from malaunch.supervisor.spawn import Child
-from malaunch.supervisor.starting import runtime_env, start_processes
+from malaunch.supervisor.starting import relay_for, runtime_env, start_processes
 
 # (attempt, node 0's fresh rendezvous port, replaced nodes' addresses) -> that attempt's plan
 Replan = Callable[[int, Optional[int], Mapping[int, str]], LaunchPlan]
@@ -287,7 +282,7 @@ class NodeRun:
             wakeup=self.wakeup,
             containment=self.containment,
             reaper=self.reaper,
-            relay_of=lambda spec: self._relay(spec) if self.selection.selects(spec) else None,
+            relay_of=self._relay,
             clock=self.options.clock,
             extra_env=runtime_env(self.options.hang, self.heartbeat),
             append=append,
@@ -300,14 +295,10 @@ class NodeRun:
     def _start_again(self, child: Child, number: int) -> Tuple[List[Child], Optional[LaunchError]]:
         return self._spawn([child.spec], number, append=True)
 
-    def _relay(self, spec: ProcessSpec) -> LineRelay:
-        """What copies a process's lines to the console (through the deduper with dedup)."""
-        topology = self.plan.topology
-        fields = {"node": topology.node_rank, "host": topology.this_node.host}
-        if self.deduper is not None:
-            return DedupRelay(member(spec, self.options.console_prefix, **fields), self.deduper)
-        prefix = console_prefix(spec, self.options.console_prefix, **fields)
-        return LineRelay(prefix, self.console, escape=not self.options.console_raw)
+    def _relay(self, spec: ProcessSpec) -> Optional[LineRelay]:
+        if not self.selection.selects(spec):
+            return None
+        return relay_for(spec, self.plan.topology, self.options, self.console, self.deduper)
 
     # -- signals and heartbeats -----------------------------------------------------------
 

@@ -10,9 +10,11 @@ from malaunch.errors import LaunchError
 from malaunch.events import Clock
 from malaunch.hang.heartbeat import HeartbeatSocket
 from malaunch.hang.watch import HangSettings
-from malaunch.models import ProcessSpec
+from malaunch.models import ProcessSpec, Topology
 from malaunch.supervisor.containment import Containment
-from malaunch.supervisor.output import LineRelay
+from malaunch.supervisor.dedup import Deduper, DedupRelay, member
+from malaunch.supervisor.options import SuperviseOptions
+from malaunch.supervisor.output import ConsoleWriter, LineRelay, console_prefix
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.signals import SignalWakeup
 from malaunch.supervisor.spawn import Child, make_child_setup, spawn
@@ -66,3 +68,18 @@ def runtime_env(
     if hang is None or heartbeat is None:
         return {}
     return {**heartbeat.env(hang.beat_interval), "PYTHONFAULTHANDLER": "1"}
+
+
+def relay_for(
+    spec: ProcessSpec,
+    topology: Topology,
+    options: SuperviseOptions,
+    console: ConsoleWriter,
+    deduper: Optional[Deduper],
+) -> LineRelay:
+    """What copies a process's lines to the console (through the deduper with dedup)."""
+    fields = {"node": topology.node_rank, "host": topology.this_node.host}
+    if deduper is not None:
+        return DedupRelay(member(spec, options.console_prefix, **fields), deduper)
+    prefix = console_prefix(spec, options.console_prefix, **fields)
+    return LineRelay(prefix, console, escape=not options.console_raw)
