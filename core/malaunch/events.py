@@ -76,6 +76,7 @@ class EventLoop:
         self._readers: Dict[int, Callback] = {}
         self._outputs: List[Output] = []
         self._writers: Dict[int, Output] = {}  # descriptors now waited on for writing
+        self._write_waiters: Dict[int, Callback] = {}  # add_writer's
         self._timers: List[Tuple[float, int, Timer]] = []
         self._order = itertools.count()  # ties fire in the order they were set
 
@@ -86,6 +87,17 @@ class EventLoop:
 
     def remove_reader(self, fd: int) -> None:
         if self._readers.pop(fd, None) is not None:
+            self._update(fd)
+
+    def add_writer(self, fd: int, callback: Callback) -> None:
+        """Call ``callback`` whenever ``fd`` can take more (until :meth:`remove_writer`): for a
+        socket whose data waits in a buffer of its own, so that a slow peer never blocks the
+        loop in a send."""
+        self._write_waiters[fd] = callback
+        self._update(fd)
+
+    def remove_writer(self, fd: int) -> None:
+        if self._write_waiters.pop(fd, None) is not None:
             self._update(fd)
 
     def add_output(self, output: Output) -> None:
@@ -117,8 +129,9 @@ class EventLoop:
 
     def _update(self, fd: int) -> None:
         """Register ``fd`` for what it is now waited on for (reading, writing, both, none)."""
+        writing = fd in self._writers or fd in self._write_waiters
         events = (selectors.EVENT_READ if fd in self._readers else 0) | (
-            selectors.EVENT_WRITE if fd in self._writers else 0
+            selectors.EVENT_WRITE if writing else 0
         )
         try:
             registered = self.selector.get_key(fd).events
@@ -156,9 +169,13 @@ class EventLoop:
         timeout = self._next_timeout()
         for key, events in self.selector.select(self.clock.block_for(timeout)):
             # An earlier callback of this round may have removed what was ready.
-            output = self._writers.get(key.data) if events & selectors.EVENT_WRITE else None
-            if output is not None:
-                output.on_writable()
+            if events & selectors.EVENT_WRITE:
+                output = self._writers.get(key.data)
+                if output is not None:
+                    output.on_writable()
+                waiter = self._write_waiters.get(key.data)
+                if waiter is not None:
+                    waiter()
             callback = self._readers.get(key.data) if events & selectors.EVENT_READ else None
             if callback is not None:
                 callback()
@@ -184,4 +201,5 @@ class EventLoop:
         self._readers.clear()
         self._outputs.clear()
         self._writers.clear()
+        self._write_waiters.clear()
         self._timers.clear()

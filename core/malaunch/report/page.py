@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from malaunch import __version__
+from malaunch.numbers import spans
 from malaunch.report import sections
 from malaunch.report.failures import describe
 from malaunch.report.model import JobReport, LogFile, NodeReport, Row
@@ -135,17 +136,6 @@ def _topology_node(node: Dict[str, Any]) -> str:
     cells = [node.get("index"), node.get("host"), node.get("name"), node.get("role"), ranks, ids]
     text = ["-" if cell in (None, "") else str(cell) for cell in cells]
     return "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in text) + "</tr>"
-
-
-def spans(numbers: Iterable[int]) -> str:
-    """``0-3,5``: sorted numbers with their runs folded."""
-    runs: List[List[int]] = []
-    for number in sorted(set(numbers)):
-        if runs and number == runs[-1][1] + 1:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _timeline(job: JobReport) -> str:

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from malaunch.report.collect import collect
 from malaunch.report.model import LogFile
-from malaunch.report.page import render_page, spans
+from malaunch.report.page import render_page
 from malaunch.report.sections import href, link
 
 from .runs import HOSTILE, Launcher, exit_failure, restarted_job
@@ -102,9 +102,6 @@ def test_a_damaged_run_still_renders(tmp_path: Path) -> None:
     assert "<h2>Topology</h2>" in page and 'id="failure-0"' in page
 
 
-def test_rank_spans() -> None:
-    assert spans([3, 0, 1, 2, 5, 7, 8]) == "0-3,5,7-8"
-    assert spans([]) == ""
 
 
 def test_the_structured_error_of_a_recorded_rank_is_shown_escaped(tmp_path: Path) -> None:

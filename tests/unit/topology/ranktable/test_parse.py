@@ -12,7 +12,7 @@ from malaunch.errors import MalaunchError, MissingInputError, NotReadyError, Top
 from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.read import NotReady, Ready, read_once
 from malaunch.topology.ranktable.schema import Table
-from malaunch.topology.ranktable.source import _load_now, describe_file, spans
+from malaunch.topology.ranktable.source import _load_now, describe_file
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 SHARED = FIXTURES / "shared"
@@ -135,10 +135,6 @@ def test_missing_version_means_1_0_and_unknown_keys_are_ignored() -> None:
     assert parse_table(raw, "rank table t").version == "1.0"
 
 
-def test_spans() -> None:
-    assert spans([3, 0, 1, 2, 7, 5, 6]) == "0-3,5-7"
-    assert spans([4]) == "4"
-    assert spans([0, 2, 4]) == "0,2,4"
 
 
 def test_describe_file_summary() -> None:
