@@ -50,6 +50,10 @@ from malaunch.testing import run_dir
 
 RANK = [sys.executable, "-S", "-c", "import time; time.sleep(3600)"]
 TICK = os.sysconf("SC_CLK_TCK")
+HEADER = (
+    "| nodes | join -> attempt 0 | node 0 CPU, steady | node 0 peak RSS | failure -> last stop "
+    "| hang -> last stop |"
+)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -111,7 +115,7 @@ def steady_cpu(pid: int, seconds: float) -> float:
 def hang_round(job: SwarmJob) -> float:
     """Node 1 reports a hang; seconds until every node has the stop that restarts the job."""
     job.tell("hang 1")
-    sent = job.wait("sent", 30, count=1)[0]["at"]
+    sent = float(job.wait("sent", 30, count=1)[0]["at"])
     stopped = job.wait("stopped", 120, attempt=0)
     job.wait("started", 120, attempt=1)
     return round(max(e["last"] for e in stopped) - sent, 3)
@@ -187,8 +191,7 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-channel-"))
     work.mkdir(parents=True, exist_ok=True)
     runs: List[Dict[str, Any]] = []
-    rows = ["| nodes | join -> attempt 0 | node 0 CPU, steady | node 0 peak RSS | failure -> last stop | hang -> last stop |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [HEADER, "|---|---|---|---|---|---|"]
     try:
         for nodes in (int(n) for n in args.nodes.split(",")):
             mine = []

@@ -146,7 +146,9 @@ class SwarmJob:
             proc.stdin.write(line + "\n")
             proc.stdin.flush()
 
-    def wait(self, kind: str, timeout: float, count: Optional[int] = None, **match: Any) -> List[Event]:
+    def wait(
+        self, kind: str, timeout: float, count: Optional[int] = None, **match: Any
+    ) -> List[Event]:
         """``count`` events of ``kind`` (default: one from each swarm process) whose fields
         match ``match``; events that do not match are kept for a later wait."""
         wanted = len(self.procs) if count is None else count
@@ -213,6 +215,4 @@ def _listens(table: str, port: str) -> bool:
         lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
     except OSError:
         return False
-    return any(
-        line.split()[1].endswith(f":{port}") and line.split()[3] == "0A" for line in lines
-    )
+    return any(line.split()[1].endswith(f":{port}") and line.split()[3] == "0A" for line in lines)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import errno
 import heapq
 import json
@@ -108,10 +109,8 @@ class Swarm:
     def dial(self, node: Node) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setblocking(False)
-        try:
+        with contextlib.suppress(OSError):  # not a local address: dial from the default one
             sock.bind((node.host, 0))
-        except OSError:
-            pass  # not a local address: dial from the default one
         if self.first_connect is None:
             self.first_connect = time.time()
         node.sock, node.state, node.reader, node.out = sock, "connecting", LineReader(), b""
@@ -125,7 +124,7 @@ class Swarm:
 
     def retry(self, node: Node, why: str) -> None:
         """A failed try: close, wait the real client's delay, dial again."""
-        self.counts[why.split(":")[0]] += 1
+        self.counts[why.split(":", maxsplit=1)[0]] += 1
         self.close(node)
         node.state = "idle"
         node.tries += 1
@@ -134,10 +133,8 @@ class Swarm:
 
     def close(self, node: Node) -> None:
         if node.sock is not None:
-            try:
+            with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(node.sock)
-            except (KeyError, ValueError):
-                pass
             node.sock.close()
             node.sock = None
 
@@ -351,7 +348,7 @@ def main() -> int:
     parser.add_argument("--interval", type=float, required=True)
     parser.add_argument("--timeout", type=float, required=True)
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if hard < args.count + 64:
         raise SystemExit(f"node_swarm: RLIMIT_NOFILE {hard} < {args.count + 64}")

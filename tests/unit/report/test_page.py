@@ -102,8 +102,6 @@ def test_a_damaged_run_still_renders(tmp_path: Path) -> None:
     assert "<h2>Topology</h2>" in page and 'id="failure-0"' in page
 
 
-
-
 def test_the_structured_error_of_a_recorded_rank_is_shown_escaped(tmp_path: Path) -> None:
     log = str(tmp_path / "logs" / "worker-1.log")
     failure = exit_failure(0, 1, 3, log, ["step 1"])

@@ -135,8 +135,6 @@ def test_missing_version_means_1_0_and_unknown_keys_are_ignored() -> None:
     assert parse_table(raw, "rank table t").version == "1.0"
 
 
-
-
 def test_describe_file_summary() -> None:
     path = OWN / "v1_0_devices_4_7.json"
     assert describe_file(path) == (
