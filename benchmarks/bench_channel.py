@@ -118,7 +118,7 @@ def hang_round(job: SwarmJob) -> float:
     sent = float(job.wait("sent", 30, count=1)[0]["at"])
     stopped = job.wait("stopped", 120, attempt=0)
     job.wait("started", 120, attempt=1)
-    return round(max(e["last"] for e in stopped) - sent, 3)
+    return round(float(max(e["last"] for e in stopped)) - sent, 3)
 
 
 def one_run(nodes: int, args: argparse.Namespace, work: Path) -> Dict[str, Any]:
