@@ -74,6 +74,7 @@ class SwarmJob:
         self.log_dir = root / "logs"
         self.node0: Optional[subprocess.Popen[bytes]] = None
         self.procs: List[subprocess.Popen[str]] = []
+        self.readers: List[threading.Thread] = []
         self.events: queue.Queue[Event] = queue.Queue()
         self.backlog: List[Event] = []
         self.settings = self.derive()
@@ -116,8 +117,9 @@ class SwarmJob:
             assert time.monotonic() < deadline, f"node 0 never listened: {self.output()}"
             time.sleep(0.02)
 
-    def start_swarms(self) -> None:
-        """Nodes 1..N-1 in ``swarms`` processes; returns once each says it is ready."""
+    def start_swarms(self, answer_after: float = 0.0) -> None:
+        """Nodes 1..N-1 in ``swarms`` processes; returns once each says it is ready. With
+        ``answer_after``, each node answers node 0's challenge that many seconds late."""
         share = -(-(self.nodes - 1) // self.swarms)
         for first in range(1, self.nodes, share):
             argv = [
@@ -126,12 +128,15 @@ class SwarmJob:
                 "--first", str(first), "--count", str(min(share, self.nodes - first)),
                 "--interval", str(self.settings.heartbeat_interval),
                 "--timeout", str(self.settings.silence_timeout),
+                "--answer-after", str(answer_after),
             ]  # fmt: skip
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
             )
             self.procs.append(proc)
-            threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+            reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
+            reader.start()
+            self.readers.append(reader)
         self.wait("ready", timeout=60)
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
@@ -198,6 +203,10 @@ class SwarmJob:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for reader, proc in zip(self.readers, self.procs):
+            reader.join(timeout=10)  # it ends at the swarm's end of output
+            assert proc.stdout is not None
+            proc.stdout.close()
         if self.node0 is not None and self.node0.poll() is None:
             with contextlib.suppress(OSError):
                 os.killpg(self.node0.pid, signal.SIGKILL)

@@ -13,7 +13,8 @@ connect), so a burst of joins is served as it would be on a cluster.
 
 Commands on stdin, one a line: ``go`` (every node dials node 0 now), ``fail NODE``,
 ``hang NODE`` (that node reports a failed rank, a silent rank), ``vanish FIRST COUNT`` (those
-nodes close their connections at once, without ``bye``), ``status``, ``quit`` (``bye``, exit).
+nodes close their connections at once, without ``bye``), ``replace FIRST COUNT`` (new launchers
+for those vanished nodes dial node 0), ``status``, ``quit`` (``bye``, exit).
 Events on stdout, one JSON object a line (times from ``time.time()``): ``joined`` once every
 node is in, ``started``/``stopped`` once every node still here has heard that ``start``/
 ``stop``, ``sent`` for a report, ``status``, ``closed`` once node 0 has closed every connection.
@@ -60,7 +61,8 @@ class Node:
         self.sock: Optional[socket.socket] = None
         self.reader = LineReader()
         self.state = "idle"  # connecting, challenged, welcomed, joined, gone
-        self.nonce = ""
+        self.nonce = ""  # ours, once the hello is sent
+        self.challenge = ""  # node 0's
         self.tries = 0
         self.deadline = 0.0  # of the connect or handshake under way
         self.last_heard = 0.0
@@ -77,10 +79,15 @@ class Swarm:
         self.timeout = args.timeout
         self.nodes = {i: Node(i, hosts[i]) for i in range(args.first, args.first + args.count)}
         self.selector = selectors.DefaultSelector()
-        self.timers: List[Tuple[float, int, int]] = []  # (when, node, kind): 0 retry, 1 check
+        self.timers: List[Tuple[float, int, int]] = []  # (when, node, kind): 0 retry, 1 check,
+        self.answer_after = args.answer_after  # 2 answer the challenge now
         self.beats: Deque[Tuple[float, int]] = collections.deque()  # (due, node), in order
-        self.heard: Dict[Tuple[str, int], List[float]] = collections.defaultdict(list)
+        # (kind, attempt) -> node -> when it heard it; and, until said, how many nodes that
+        # did not hear it are gone (they never will)
+        self.heard: Dict[Tuple[str, int], Dict[int, float]] = collections.defaultdict(dict)
+        self.unheard_gone: Dict[Tuple[str, int], int] = {}
         self.said: Dict[Tuple[str, int], bool] = {}
+        self.final: Dict[Tuple[str, int], bool] = {}
         self.first_connect: Optional[float] = None
         self.counts: Dict[str, int] = collections.Counter()
         self.alive = len(self.nodes)  # nodes not gone
@@ -95,14 +102,21 @@ class Swarm:
     def live(self) -> List[Node]:
         return [node for node in self.nodes.values() if node.state != "gone"]
 
-    def note(self, kind: str, attempt: int, final: bool = False) -> None:
+    def note(self, node: Node, kind: str, attempt: int, final: bool = False) -> None:
         """Say ``started``/``stopped`` once every node still here has heard it."""
-        times = self.heard[(kind, attempt)]
-        times.append(time.time())
-        if len(times) >= self.alive and not self.said.get((kind, attempt)):
-            self.said[(kind, attempt)] = True
-            event = {"attempt": attempt, "count": len(times), "first": min(times)}
-            self.emit(kind, last=max(times), final=final, **event)
+        key = (kind, attempt)
+        if key not in self.heard:
+            self.unheard_gone[key] = len(self.nodes) - self.alive
+            self.final[key] = final
+        self.heard[key].setdefault(node.index, time.time())
+        self.check(key)
+
+    def check(self, key: Tuple[str, int]) -> None:
+        times = self.heard[key]
+        if len(times) + self.unheard_gone[key] >= len(self.nodes) and not self.said.get(key):
+            self.said[key] = True
+            event = {"attempt": key[1], "count": len(times), "first": min(times.values())}
+            self.emit(key[0], last=max(times.values()), final=self.final[key], **event)
 
     # -- joining -----------------------------------------------------------------------
 
@@ -114,6 +128,7 @@ class Swarm:
         if self.first_connect is None:
             self.first_connect = time.time()
         node.sock, node.state, node.reader, node.out = sock, "connecting", LineReader(), b""
+        node.nonce = ""
         node.deadline = time.monotonic() + CONNECT_TIMEOUT
         code = sock.connect_ex(("127.0.0.1", self.port))
         if code not in (0, errno.EINPROGRESS):
@@ -153,11 +168,12 @@ class Swarm:
         if kind == "busy":
             self.retry(node, "busy")
         elif node.state == "challenged" and kind == "challenge":
-            node.nonce = new_nonce()
-            answer = proof(self.token, str(message.get("nonce")), node.index)
-            hello = {"t": "hello", "node": node.index, "proof": answer, "nonce": node.nonce}
-            self.send(node, encode({**hello, "host": node.host}))
+            node.challenge = str(message.get("nonce"))
             node.state = "welcomed"
+            if self.answer_after:  # a node slow to answer (a loaded machine, a long way)
+                heapq.heappush(self.timers, (time.monotonic() + self.answer_after, node.index, 2))
+            else:
+                self.hello(node)
         elif node.state == "welcomed" and kind == "welcome":
             if not welcome_proof_ok(self.token, node.nonce, message.get("proof")):
                 self.retry(node, "impostor")
@@ -169,6 +185,12 @@ class Swarm:
                 self.emit("joined", count=len(self.nodes), first_connect=self.first_connect)
         else:
             self.retry(node, f"unexpected {kind!r}")
+
+    def hello(self, node: Node) -> None:
+        node.nonce = new_nonce()
+        answer = proof(self.token, node.challenge, node.index)
+        hello = {"t": "hello", "node": node.index, "proof": answer, "nonce": node.nonce}
+        self.send(node, encode({**hello, "host": node.host}))
 
     # -- joined ------------------------------------------------------------------------
 
@@ -185,10 +207,10 @@ class Swarm:
             self.report(node, {"t": "ready", "attempt": number})
         elif kind == "start" and isinstance(attempt, int):
             node.attempt = attempt
-            self.note("started", attempt)
+            self.note(node, "started", attempt)
         elif kind == "stop" and isinstance(attempt, int):
             final = message.get("final", True) is not False
-            self.note("stopped", attempt, final)
+            self.note(node, "stopped", attempt, final)
             if not final:
                 self.report(node, {"t": "ended", "attempt": attempt})
         elif kind == "capture" and isinstance(attempt, int):
@@ -196,7 +218,7 @@ class Swarm:
             rank = {"rank": node.index, "role": "worker", "frames": [frame], "method": "py-spy"}
             self.report(node, {"t": "stacks", "attempt": attempt, "ranks": [rank]})
         elif kind == "finish" and isinstance(attempt, int):
-            self.note("finished", attempt, True)
+            self.note(node, "finished", attempt, True)
 
     def report(self, node: Node, message: Message) -> None:
         self.send(node, encode(message))
@@ -249,6 +271,10 @@ class Swarm:
         node.state = "gone"
         self.counts[why] += 1
         self.alive -= 1
+        for key in [k for k in self.heard if not self.said.get(k)]:
+            if node.index not in self.heard[key]:
+                self.unheard_gone[key] += 1
+                self.check(key)
         if not self.alive:
             self.emit("closed", count=len(self.nodes), last=time.time(), why=dict(self.counts))
 
@@ -278,6 +304,8 @@ class Swarm:
                     self.retry(node, "timed out")
                 else:
                     heapq.heappush(self.timers, (node.deadline, index, 1))
+            elif kind == 2 and node.state == "welcomed" and not node.nonce:
+                self.hello(node)
 
     def run(self) -> None:
         self.selector.register(sys.stdin.fileno(), selectors.EVENT_READ, None)
@@ -304,8 +332,7 @@ class Swarm:
             self.beat(now)
 
     def stdin(self) -> None:
-        line = sys.stdin.readline()
-        words = line.split()
+        words = sys.stdin.readline().split()
         if not words or words[0] == "quit":
             for node in self.live():
                 if node.state == "joined":
@@ -317,15 +344,26 @@ class Swarm:
                 self.dial(node)
         elif words[0] in ("fail", "hang") and int(words[1]) in self.nodes:
             self.misbehave(self.nodes[int(words[1])], words[0])
-        elif words[0] == "vanish":
+        elif words[0] in ("vanish", "replace"):
             first, count = int(words[1]), int(words[2])
             for index in range(first, first + count):
-                if index in self.nodes:
+                if index not in self.nodes:
+                    continue
+                if words[0] == "vanish":
                     self.gone(self.nodes[index], "vanished")
-            self.emit("vanished", first=first, count=count, at=time.time())
+                elif self.nodes[index].state == "gone":
+                    self.replace(index)
+            self.emit(words[0], first=first, count=count, at=time.time())
         elif words[0] == "status":
             states = collections.Counter(node.state for node in self.nodes.values())
             self.emit("status", states=dict(states), counts=dict(self.counts))
+
+    def replace(self, index: int) -> None:
+        """A new launcher for a vanished node (a pod created again): it dials node 0 anew."""
+        self.nodes[index] = Node(index, self.nodes[index].host)
+        self.alive += 1
+        self.counts["joined"] -= 1  # joins again
+        self.dial(self.nodes[index])
 
     def misbehave(self, node: Node, how: str) -> None:
         at = time.time()
@@ -347,6 +385,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--interval", type=float, required=True)
     parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--answer-after", type=float, default=0.0, help="delay each hello")
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -151,7 +151,7 @@ def test_the_record_of_any_hang_fits_one_message(
     """Up to 24,000 ranks over up to 300 frames of up to 2,000 characters (any Unicode: six
     or twelve bytes each as ASCII JSON): the stop that carries the record encodes within
     MAX_MESSAGE, and each list cut short says how long it was."""
-    stacks = {
+    stacks: Dict[int, List[Dict[str, Any]]] = {
         node: [
             {"node": node, "rank": rank, "frames": [frames[rank % scatter % len(frames)]]}
             for rank in range(node * per_node, (node + 1) * per_node)
