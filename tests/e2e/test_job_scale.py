@@ -11,6 +11,9 @@ left, node 0 waits for the 50 replacements and the job goes on: all 499 start at
 from __future__ import annotations
 
 import json
+import re
+import resource
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator, List
@@ -18,7 +21,7 @@ from typing import Iterator, List
 import pytest
 from swarm import SwarmJob
 
-from malaunch.testing import run_dir
+from malaunch.testing import clean_env, malaunch_executable, run_dir
 
 NODES = 500
 RANK = [sys.executable, "-S", "-c", "import time; time.sleep(600)"]
@@ -104,3 +107,34 @@ def test_a_burst_of_slow_nodes_is_not_taken_for_a_flood(job: SwarmJob) -> None:
     counts = job.status()["counts"]
     assert counts == {"joined": NODES - 1}, counts  # no try closed early, none retried
     assert "too many unauthenticated connections" not in job.output()
+
+
+def test_node_0_counts_a_connection_for_every_node_before_it_starts(tmp_path: Path) -> None:
+    """Node 0 of a 5,000-node job under a hard limit of 4,096 open files: refused before
+    anything starts (71), the job channel's connections counted (every other node, plus the
+    256 strangers it lets wait), not halfway through the joins with "Too many open files"."""
+    job = SwarmJob(tmp_path, 5000)
+    argv = [
+        malaunch_executable(), "--framework", "torch_ddp", "--topology", "volcano",
+        "--nproc-per-node", "1", "--log-dir", str(tmp_path / "logs"), "--", *RANK,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv,
+        env=clean_env(job.env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 4096)),
+    )
+    assert proc.returncode == 71, proc.stderr
+    needed = re.fullmatch(
+        r"malaunch: error: 1 processes and the job channel's 5255 connections \(other nodes, "
+        r"strangers\) need about (\d+) open files in the launcher, but RLIMIT_NOFILE allows "
+        r"4096 \(hard limit 4096; `ulimit -n`, `ulimit -Hn`\): raise the nofile limit of the "
+        r"container or host, or start fewer processes on this node\n",
+        proc.stderr,
+    )
+    assert needed is not None, proc.stderr
+    assert 5255 + 64 < int(needed.group(1)) < 5255 + 64 + 100

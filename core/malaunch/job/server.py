@@ -70,6 +70,12 @@ class _Connection:
     outbox: Outbox = dataclasses.field(init=False)  # what waits to be sent to it
 
 
+def connections_held(nnodes: int) -> int:
+    """The most connections node 0 holds at once: every other node, and the strangers its
+    waiting room lets wait (the room shrinks as nodes join: together they stay this many)."""
+    return nnodes - 1 + MAX_STRANGERS
+
+
 class ChannelServer:
     """Listens on ``settings.port`` on every interface; nodes 1..N-1 connect to it."""
 
