@@ -1,4 +1,4 @@
-"""The launcher's one event loop: readable file descriptors, outputs and timers, nothing else.
+"""The launcher's one event loop: readable and writable file descriptors, outputs and timers.
 
 Everything the launcher waits for arrives here: worker output pipes, the signal wakeup pipe
 (signals and SIGCHLD), the job channel's sockets and the heartbeat socket, plus timers (the
@@ -6,7 +6,9 @@ SIGKILL after the grace period, heartbeats to peers, hang checks, restart back-o
 ``select`` waits for all of them with a timeout only when a timer is pending, so an idle
 launcher sleeps in the kernel. The same ``select`` waits for the console to take more
 (:meth:`EventLoop.add_output`): the loop never blocks in a write, so a stalled console reader
-cannot stop heartbeats, hang checks or the job channel. Callbacks run one at a time in the
+cannot stop heartbeats, hang checks or the job channel; node 0's job channel likewise waits
+for a slow node's socket to take more (:meth:`EventLoop.add_writer`) instead of blocking in a
+send. Callbacks run one at a time in the
 main thread; there is no locking anywhere (outputs that threads write to lock themselves).
 
 Time comes from an injected :class:`Clock`, which also decides how long a wait may really
