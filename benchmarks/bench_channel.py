@@ -156,6 +156,7 @@ def one_run(nodes: int, args: argparse.Namespace, work: Path) -> Dict[str, Any]:
         sent = job.wait("sent", 30, count=1)[0]["at"]
         stopped = job.wait("stopped", 120, attempt=attempt)
         result["stop_s"] = round(max(e["last"] for e in stopped) - sent, 3)
+        result["stop_first_s"] = round(min(e["first"] for e in stopped) - sent, 3)
         result["node0_exit"] = job.node0.wait(timeout=120)
         result["node0_rss_mb"] = memory.stop()
         folder = run_dir(job.log_dir)
