@@ -1,8 +1,9 @@
 """``malaunch logs [DIR]...``: the rank logs of a run, merged in arrival order (docs/logs.md).
 
 The command parses, calls :mod:`malaunch.logs` and writes to stdout. It owns what the core
-must not: the default directory (from the environment), the signal handlers that end
-``--follow`` (exit 0) and a reader of stdout that went away (``| head``: exit 0, quietly).
+must not: the default directory (from the environment), the signal handlers that end the
+command whatever it is doing (``--follow``: exit 0; a read: 128 + N) and a reader of stdout
+that went away (``| head``: exit 0, quietly).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import io
 import os
 import signal
+import stat
 import sys
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import click
 
+from malaunch.cli.options import Checked
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs
@@ -33,15 +36,33 @@ def default_log_dir(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("MALAUNCH_LOG_DIR") or environ.get("MA_LOG_DIR") or "malaunch-logs")
 
 
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived: raised from the handler, so that it ends whatever the command
+    is doing (a read, a search, a write to a reader that stalled). A BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` on the way holds it up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[Callable[[], bool]]:
-    """``should_stop()`` for following: true once SIGINT (Ctrl-C) or SIGTERM has arrived."""
+    """SIGINT (Ctrl-C) and SIGTERM raise :class:`Stopped`, once; ``should_stop()`` is then true.
+
+    The handler raises rather than only noting the signal: a note is read between two blocks,
+    and a write blocked on a stalled reader (a paused terminal, a full pipe) would never get
+    there, since Python retries it after the handler returns.
+    """
     arrived: List[int] = []
 
-    def note(signum: int, _frame: Any) -> None:
+    def stop(signum: int, _frame: Any) -> None:
+        first = not arrived
         arrived.append(signum)
+        if first:
+            raise Stopped(signum)
 
-    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield lambda: bool(arrived)
     finally:
@@ -61,6 +82,16 @@ class Stdout:
 
     def flush(self) -> None:
         self.stream.flush()
+
+    def end_stopped(self) -> None:
+        """After a stop: what is still buffered goes to a regular file, which cannot block; it
+        is dropped for a pipe or a terminal, whose reader may have stalled and would keep the
+        stopped command waiting."""
+        with contextlib.suppress(OSError, ValueError):
+            if stat.S_ISREG(os.fstat(self.stream.fileno()).st_mode):
+                self.stream.flush()
+                return
+        self.silence()
 
     def silence(self) -> None:
         """The reader went away: point stdout at /dev/null, so that flushing what is still
@@ -96,7 +127,15 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
     metavar="SPEC",
     help="Nodes to show: all, or node ranks like 0,2-3.",
 )
-@click.option("--grep", metavar="REGEX", help="Only lines this Python regular expression finds.")
+@click.option(
+    "--grep",
+    metavar="REGEX",
+    # Checked while click parses, so that an error names MALAUNCH_LOGS_GREP when it came
+    # from there.
+    type=Checked("pattern", compile_grep),
+    help="Only lines this regular expression finds (RE2 syntax, linear time: Python's, without "
+    "backreferences or lookaround).",
+)
 @click.option("--since", metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}.")
 @click.option("-f", "--follow", "following", is_flag=True,
               help="Then print new lines as they come (new files, nodes and attempts too), "
@@ -127,15 +166,24 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
         require_runs(roots)
     logs = LogSet(roots, selection)
     out = Stdout()
+    code = int(ExitCode.OK)
+    try:
+        with stop_on_signals() as should_stop:
+            print_logs(logs, out, following, should_stop)
+    except Stopped as stop:  # following ends so (exit 0); a read is cut short (128 + N)
+        out.end_stopped()
+        code = int(ExitCode.OK) if following else ExitCode.for_signal(stop.signum)
+    logs.close()  # the default handlers again: a signal here ends the command as usual
+    return code
+
+
+def print_logs(logs: LogSet, out: Stdout, following: bool, should_stop: Callable[[], bool]) -> None:
+    """Every line there is (and, following, each new one) to ``out``."""
     try:
         if following:
-            with stop_on_signals() as should_stop:
-                follow(logs, out.write, out.flush, should_stop)
+            follow(logs, out.write, out.flush, should_stop)
         else:
             read_once(logs, out.write)
         out.flush()
     except BrokenPipeError:  # `malaunch logs | head`: the reader has all it wanted
         out.silence()
-    finally:
-        logs.close()
-    return int(ExitCode.OK)
