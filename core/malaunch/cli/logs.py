@@ -173,7 +173,8 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     except Stopped as stop:  # following ends so (exit 0); a read is cut short (128 + N)
         out.end_stopped()
         code = int(ExitCode.OK) if following else ExitCode.for_signal(stop.signum)
-    logs.close()  # the default handlers again: a signal here ends the command as usual
+    finally:
+        logs.close()  # the default handlers again: a signal here ends the command as usual
     return code
 
 

@@ -59,9 +59,10 @@ class Grep:
         self.pattern = pattern
         self._line = _compile(pattern, never_nl=False)
         # The same pattern over a whole block, no match across a newline (never_nl), ^ and $
-        # at each line's ends: it finds exactly what it finds in each line alone, with one C
-        # call per matching line instead of one per line. Not for a pattern anchored to the
-        # text itself (\A, \z) or turning a flag off (multi-line): those go line by line.
+        # at each line's ends: it finds a match in every line that has one alone, so one C
+        # call passes over the lines before the next match (see lines()). Not for a pattern
+        # anchored to the text itself (\A, \z) or turning a flag off (multi-line): those go
+        # line by line.
         self._block = None if _TEXT_ANCHORED.search(pattern) else _compile_or_none(
             "(?m)" + pattern
         )  # fmt: skip
@@ -71,7 +72,12 @@ class Grep:
         return self._line.search(line) is not None
 
     def lines(self, text: str) -> List[str]:
-        """The lines of ``text`` (each ending in a newline) the pattern finds something in."""
+        """The lines of ``text`` (each ending in a newline) the pattern finds something in.
+
+        A line before the block search's next match has no match of its own, so it is passed
+        over; from the line of that match on, lines are searched one by one until a few in a
+        row miss.
+        """
         if self._block is None:
             search = self._line.search
             return [line for line in text.split("\n")[:-1] if search(line) is not None]
@@ -85,11 +91,11 @@ class Grep:
             if match is None:
                 break
             position = data.rfind(b"\n", 0, match.start()) + 1
-            # Line by line from the line found, until a few in a row miss: where lines match
-            # often, a search per line costs less than a skip and its bookkeeping per match.
+            # Where lines match often, a search per line costs less than a skip per match.
             misses = 0
             while position < len(data) and misses < SKIP_AFTER_MISSES:
                 end = data.find(b"\n", position)
+                end = len(data) if end < 0 else end  # a last line without its newline
                 line, position = data[position:end], end + 1
                 if search(line) is None:
                     misses += 1

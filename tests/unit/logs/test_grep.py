@@ -134,3 +134,24 @@ def test_re2_finds_the_lines_python_finds(pattern: str, lines: List[str]) -> Non
     expected = [line for line in lines if python.search(line)]
     assert grep.lines("".join(f"{line}\n" for line in lines)) == expected
     assert [line for line in lines if grep.search(line)] == expected
+
+
+# RE2's own syntax too (Unicode classes, POSIX classes, any byte, \z, flags turned off,
+# ungreedy, quoted text): the block search and the search line by line agree.
+RE2_ATOMS = st.sampled_from(
+    [r"\pL", r"\PN", r"\p{Greek}", "[[:alpha:]]", "[[:^digit:]]", r"\C", r"\z", r"\Qa.\E",
+     "(?-m:^a)", "(?U)a+", "(?m)$", "x", "[^x]", r"\s", "$", "^"]
+)  # fmt: skip
+RE2_PATTERNS = st.recursive(st.one_of(ATOMS, RE2_ATOMS), _combine, max_leaves=5)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(pattern=RE2_PATTERNS, lines=LINES)
+def test_the_block_search_finds_what_each_line_alone_finds(pattern: str, lines: List[str]) -> None:
+    try:
+        grep = compile_grep(pattern)
+    except UsageError:
+        assume(False)
+        raise
+    text = "".join(f"{line}\n" for line in lines)
+    assert grep.lines(text) == [line for line in lines if grep.search(line)]
