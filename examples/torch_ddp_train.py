@@ -21,10 +21,16 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+# Importing torch takes seconds on a small machine: say so, so a first run is not a silent wait.
+print(
+    f"rank {os.environ.get('RANK', '?')}/{os.environ.get('WORLD_SIZE', '?')}: importing torch",
+    flush=True,
+)
+
+import torch  # noqa: E402 (after the line above on purpose)
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

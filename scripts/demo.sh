@@ -7,15 +7,11 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 VENV=${VENV:-.venv}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-if [ ! -x "$VENV/bin/python" ]; then
-  PYTHON=$(pick_python)
-  say "creating the virtualenv $VENV with $PYTHON"
-  "$PYTHON" -m venv "$VENV"
-fi
+ensure_venv
 VENV=$(cd "$VENV" && pwd)
-require_311 "$VENV/bin/python"
+# pip's own progress, not -q: the first install fetches torch (about 200 MB), which takes a while.
 say "installing malaunch and PyTorch (CPU) into $VENV (a few seconds once cached)"
-"$VENV/bin/python" -m pip install -q ".[torch]"
+"$VENV/bin/python" -m pip install --progress-bar on ".[torch]"
 say "running a 2-node x 2-process PyTorch DDP job with malaunch simulate (logs in ${LOG_DIR:-malaunch-logs/demo})"
 # The job's `python` is the virtualenv's, as it would be in an image with malaunch installed.
 export PATH="$VENV/bin:$PATH"

@@ -15,25 +15,22 @@ source scripts/lib.sh
 VENV=${VENV:-.venv}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-if [ ! -x "$VENV/bin/python" ]; then
-  PYTHON=$(pick_python)
-  say "creating the virtualenv $VENV with $PYTHON"
-  "$PYTHON" -m venv "$VENV"
-fi
-require_311 "$VENV/bin/python"
+ensure_venv
 # torch is pinned in the extra: never let the resolver pick a newer (CUDA, several GB) build.
 say "installing malaunch with the test tools and PyTorch, TensorFlow and MindSpore (CPU) into $VENV (about a minute; more the first time)"
-"$VENV/bin/python" -m pip install -q ".[dev,torch,tensorflow,mindspore,stacks]"
+"$VENV/bin/python" -m pip install --progress-bar on ".[dev,torch,tensorflow,mindspore,stacks]"
 say "installing the example third-party plugin"
-"$VENV/bin/python" -m pip install -q ./examples/malaunch-example-plugin
+"$VENV/bin/python" -m pip install --progress-bar on ./examples/malaunch-example-plugin
 # The report's browser test drives Debian's chromium (never a browser playwright downloads);
 # without one it skips, saying so.
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    say "installing chromium with apt-get for the report's browser test (tests/e2e/test_report_browser.py)"
+    say "installing Debian's chromium with apt-get for the report's browser test (tests/e2e/test_report_browser.py; about 100 MB)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q chromium >/dev/null 2>&1 \
-      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
+    # apt's own lines show what it fetches; an out-of-date package list gets one update first.
+    apt-get install -y chromium \
+      || { say "apt-get install failed; updating the package lists and trying again"
+           apt-get update && apt-get install -y chromium; } \
       || say "apt-get could not install chromium: the report's browser test will skip"
   else
     say "no /usr/bin/chromium and no apt-get as root to install it: the report's browser test will skip"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from malaunch.cpus.bind import CpuBinder
 from malaunch.errors import PluginError, TopologyError
 from malaunch.log import MAX_REPEATS, logger, shown
 from malaunch.models import (
@@ -119,8 +120,10 @@ def build_plan(
     master: Tuple[Optional[str], Optional[int]] = (None, None),
     extra_env: Optional[Mapping[str, str]] = None,
     conda_env: Optional[str] = None,
+    cpus: Optional[CpuBinder] = None,
 ) -> LaunchPlan:
-    """The whole left half of the pipeline, for one launch attempt."""
+    """The whole left half of the pipeline, for one launch attempt; ``cpus`` binds each
+    process to CPUs (``--cpu-bind``, :mod:`malaunch.cpus`)."""
     chosen = plugins.framework(framework)
     topology = resolve_topology(plugins, environ, source, resolve_options)
     topology = override_master(topology, *master)
@@ -132,4 +135,5 @@ def build_plan(
             f"of topology source {topology.source!r}"
         )
         raise PluginError(msg)
-    return finalize_plan(plan, environ, extra_env or {}, conda_env)
+    plan = finalize_plan(plan, environ, extra_env or {}, conda_env)
+    return cpus.bind(plan) if cpus is not None else plan

@@ -60,6 +60,9 @@ def test_ddp_on_two_nodes_trains_to_identical_parameters(tmp_path: Path) -> None
         node, prefix_rank, rank, local = (int(match.group(i)) for i in range(1, 5))
         assert (node, prefix_rank, local) == (rank // 2, rank, rank % 2)
     assert len({m.group(5) for m in found}) == 1  # the same weights on every rank
+    for rank in range(4):  # the seconds torch takes to import are said, not a silent wait
+        first = next(line for line in result.stdout.splitlines() if f"[rank {rank}] " in line)
+        assert first == f"[node {rank // 2}] [rank {rank}] rank {rank}/4: importing torch"
     assert read_summary(tmp_path / "logs")["exit_code"] == 0
     for node in (0, 1):
         inner = read_summary(tmp_path / "logs" / f"node-{node}")

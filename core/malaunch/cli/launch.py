@@ -17,11 +17,14 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import click
 
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
+from malaunch.cpus.bind import CpuBinder, CpuBindRequest
+from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import ExitCode, PluginError, UsageError
 from malaunch.files import check_directory, remove_empty
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
+from malaunch.job.success import success_policy
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
@@ -90,12 +93,14 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         cwd=os.getcwd(),
         environ=dict(os.environ),
         framework_options=framework_values,
+        max_restarts=params["max_restarts"],
     )
     # click has checked every value (malaunch.cli.options); these only convert them.
     extra_env = parse_env_pairs(params["env"])
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
+    cpus = cpu_binder(ctx, params)
     # Read before the topology wait: a missing or malformed mapping file costs nothing.
     mappings = read_mappings(params["stage_in"], params["stage_out"], params["path_mapping"])
     if params["sync_interval"] and not any(m.direction == "out" for m in mappings):
@@ -115,12 +120,14 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             master=(params["master_addr"], master_port or params["master_port"]),
             extra_env=extra_env,
             conda_env=params["conda_env"],
+            cpus=cpus,
         )
 
     # Before the topology wait: an unusable log dir fails now, not after it as a spawn error.
     origin = log_dir_origin(ctx, params["log_dir"])
     with log_dir_ready(log_dir, origin, create=not params["dry_run"]):
         plan = make_plan()
+        success = success_policy(plan.topology, params["success_policy"])
         warn_about_missing_data(plan.topology)
         if params["dry_run"]:
             click.echo(plan_json(plan, mappings))
@@ -156,6 +163,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             console_dedup=params["console_dedup"],
             prepare=staged,
             finish=staged.finish if staged is not None else None,
+            success_policy=success,
         )
         try:
             return supervise(plan, options, replan=make_plan)
@@ -231,6 +239,25 @@ def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:
     if mappings:
         document["staging"] = [mapping.model_dump(mode="json") for mapping in mappings]
     return json.dumps(document, indent=2)
+
+
+def cpu_binder(ctx: click.Context, params: Dict[str, Any]) -> CpuBinder:
+    """``--cpu-bind``, ``--npu-smi``, ``--sysfs-root``; messages name the option or its
+    variable, whichever the value came from."""
+    text = params["cpu_bind"]
+    from_env = ctx.get_parameter_source("cpu_bind") == click.core.ParameterSource.ENVIRONMENT
+    option = f"{ENV_PREFIX}_CPU_BIND" if from_env else "--cpu-bind"
+    request = CpuBindRequest(
+        mode=parse_cpu_bind(text, option),
+        text=text,
+        option=option,
+        root=params["sysfs_root"],
+        npu_smi=params["npu_smi"],
+        environ=dict(os.environ),
+    )
+    binder = CpuBinder(request)
+    binder.check()
+    return binder
 
 
 def restart_policy(params: Dict[str, Any]) -> RestartPolicy:

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 import click
 
+from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import UsageError
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
+from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
@@ -165,6 +167,7 @@ def core_options() -> List[click.Parameter]:
         ),
         *job_options(),
         *staging_options(),
+        *cpu_options(),
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
         click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
@@ -221,6 +224,13 @@ def job_options() -> List[click.Parameter]:
             default=True,
             show_default=True,
             help="Tie the node launchers of a multi-node job together (stop, finish, restart).",
+        ),
+        click.Option(
+            ["--success-policy"],
+            type=click.Choice(SUCCESS_POLICIES),
+            help="When the job has succeeded: chief (once the chief has; workers and ps are "
+            "stopped, TFJob's default) or all-workers (every worker has) [default: chief "
+            "when the cluster has a chief, else all-workers]",
         ),
         click.Option(
             ["--heartbeat-timeout"],
@@ -285,5 +295,35 @@ def staging_options() -> List[click.Parameter]:
             show_default=True,
             help="Upload the --stage-out outputs every this many seconds while the ranks run "
             "(0: only at the end).",
+        ),
+    ]
+
+
+def cpu_options() -> List[click.Parameter]:
+    """Binding each local process to CPUs (SPEC §5, docs/cpu-binding.md)."""
+    return [
+        click.Option(
+            ["--cpu-bind"],
+            type=Checked("mode", lambda text: parse_cpu_bind(text, "--cpu-bind")),
+            default="none",
+            show_default=True,
+            metavar="none|even|numa|LIST",
+            help="Bind each rank to CPUs of this launcher's own: even splits them into "
+            "contiguous ranges, numa takes the NUMA node of the rank's GPU/NPU, LIST gives one "
+            "per local rank (0-23,24-47; 0-23:48-71 joins ranges). Services are not bound.",
+        ),
+        click.Option(
+            ["--npu-smi"],
+            metavar="PATH",
+            help="The npu-smi that --cpu-bind numa asks for Ascend NPUs' CPU affinity "
+            "[default: npu-smi on PATH]",
+        ),
+        click.Option(
+            ["--sysfs-root"],
+            type=click.Path(file_okay=False),
+            default="/",
+            show_default=True,
+            metavar="DIR",
+            help="For tests: read sys/ and proc/self/status under DIR, not /, for --cpu-bind.",
         ),
     ]

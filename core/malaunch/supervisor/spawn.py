@@ -3,7 +3,10 @@
 Each process gets a new session (so it is the leader of its own process group and the launcher
 can signal it and its children as one), ``PR_SET_PDEATHSIG=SIGKILL`` (so it dies with the
 launcher even if the launcher is SIGKILLed), the launcher's environment plus the plan's, and one
-pipe for stdout and stderr together, which the supervisor copies to the log file.
+pipe for stdout and stderr together, which the supervisor copies to the log file. A process the
+plan binds to CPUs (``ProcessSpec.cpus``, ``--cpu-bind``) gets them with ``sched_setaffinity``
+between fork and exec, so the program starts on them and every thread and child it makes
+inherits them; no ``taskset`` or ``numactl`` is needed.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Callable, Iterable, Mapping, Optional, Tuple
+from typing import Callable, FrozenSet, Iterable, Mapping, Optional, Tuple
 
+from malaunch.cpus.cpulist import format_cpulist, parse_cpulist
 from malaunch.errors import LaunchError
 from malaunch.events import Clock
 from malaunch.models import ProcessSpec
@@ -98,6 +102,39 @@ def make_child_setup(
     return setup
 
 
+def plan_cpus(spec: ProcessSpec) -> Optional[FrozenSet[int]]:
+    """The CPUs the plan binds ``spec`` to, None if none; LaunchError (71) if they are not all
+    CPUs this launcher may use (``sched_setaffinity`` would refuse them in the child, or, past a
+    narrower launcher affinity, run the process outside it)."""
+    if spec.cpus is None:
+        return None
+    try:
+        cpus = parse_cpulist(spec.cpus)
+    except ValueError as exc:
+        msg = f"cannot start {describe(spec)}: the plan gives it CPUs {spec.cpus!r}: {exc}"
+        raise LaunchError(msg) from exc
+    own = frozenset(os.sched_getaffinity(0))
+    if not cpus or not cpus <= own:
+        msg = (
+            f"cannot start {describe(spec)}: its CPUs ({spec.cpus or 'none'}, --cpu-bind) are "
+            f"not all CPUs this launcher may use ({format_cpulist(own)})"
+        )
+        raise LaunchError(msg)
+    return cpus
+
+
+def bound_to(setup: Callable[[], None], cpus: Optional[FrozenSet[int]]) -> Callable[[], None]:
+    """``setup``, then binding the child to ``cpus`` (if any) before it execs."""
+    if cpus is None:
+        return setup
+
+    def bind() -> None:
+        setup()
+        os.sched_setaffinity(0, cpus)
+
+    return bind
+
+
 def open_log(path: str, append: bool) -> int:
     """Open (create) a process's log file for raw writes; a restart appends to it."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -129,10 +166,16 @@ def spawn(
     ``extra_env`` is what the launcher adds at run time (heartbeat address, faulthandler) and
     a variable the plan or the user already set wins over it.
     """
-    env = {**environ, **(extra_env or {}), **spec.env, RESTART_VAR: str(attempt)}
+    counts = dict.fromkeys((RESTART_VAR, *spec.attempt_env), str(attempt))
+    env = {**environ, **(extra_env or {}), **spec.env, **counts}
+    setup = bound_to(setup, plan_cpus(spec))
     try:
         for directory in (spec.cwd, *spec.dirs):
             os.makedirs(directory, exist_ok=True)
+        if spec.error_file is not None:
+            # An error file left by an earlier attempt or run must not be read as this one's.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spec.error_file)
         log_fd = open_log(spec.log_file, append=attempt > 0)
     except OSError as exc:
         msg = f"cannot start {describe(spec)}: {exc.filename}: {exc.strerror}"
