@@ -12,7 +12,6 @@ import contextlib
 import io
 import os
 import signal
-import stat
 import sys
 import time
 from pathlib import Path
@@ -20,14 +19,19 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import click
 
+from malaunch import console
+from malaunch.cli.command import Command
 from malaunch.cli.options import Checked
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs
-from malaunch.logs.follow import follow, read_once
+from malaunch.logs.follow import Output, follow, read_once
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
+from malaunch.params import Path as ParamPath
+from malaunch.params import Text
 from malaunch.rankspec import parse_rank_spec
+from malaunch.supervisor.runs import pick_run
 
 
 def default_log_dir(environ: Mapping[str, str]) -> Path:
@@ -38,7 +42,7 @@ def default_log_dir(environ: Mapping[str, str]) -> Path:
 
 class Stopped(BaseException):
     """SIGINT or SIGTERM arrived: raised from the handler, so that it ends whatever the command
-    is doing (a read, a search, a write to a reader that stalled). A BaseException, as
+    is doing (a read, a search, a wait for a reader that stalled). A BaseException, as
     KeyboardInterrupt is, so that no ``except Exception`` on the way holds it up."""
 
     def __init__(self, signum: int) -> None:
@@ -50,9 +54,9 @@ class Stopped(BaseException):
 def stop_on_signals() -> Iterator[Callable[[], bool]]:
     """SIGINT (Ctrl-C) and SIGTERM raise :class:`Stopped`, once; ``should_stop()`` is then true.
 
-    The handler raises rather than only noting the signal: a note is read between two blocks,
-    and a write blocked on a stalled reader (a paused terminal, a full pipe) would never get
-    there, since Python retries it after the handler returns.
+    The handler raises rather than only noting the signal: a note is read only where the code
+    looks for it (between two blocks, in a wait for the reader), and reading once looks
+    nowhere.
     """
     arrived: List[int] = []
 
@@ -70,51 +74,45 @@ def stop_on_signals() -> Iterator[Callable[[], bool]]:
             signal.signal(signum, handler)
 
 
-class Stdout:
-    """UTF-8 bytes to stdout, whatever the locale: the logs were decoded with replacement
-    characters, which an ASCII locale could not encode."""
-
-    def __init__(self) -> None:
-        self.stream = sys.stdout.buffer
-
-    def write(self, text: str) -> None:
-        self.stream.write(text.encode("utf-8"))
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def end_stopped(self) -> None:
-        """After a stop: what is still buffered goes to a regular file, which cannot block; it
-        is dropped for a pipe or a terminal, whose reader may have stalled and would keep the
-        stopped command waiting."""
-        with contextlib.suppress(OSError, ValueError):
-            if stat.S_ISREG(os.fstat(self.stream.fileno()).st_mode):
-                self.stream.flush()
-                return
-        self.silence()
-
-    def silence(self) -> None:
-        """The reader went away: point stdout at /dev/null, so that flushing what is still
-        buffered at exit cannot fail again."""
-        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+def silence_stdout() -> None:
+    """The reader went away: point stdout at /dev/null, so that flushing what Python may
+    still hold at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
-def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[str]) -> Selection:
+class Pattern(Text):
+    """``--grep``'s value: not empty, and a pattern RE2 runs. Checked while click parses, so
+    that an error names ``MALAUNCH_LOGS_GREP`` when the value came from there."""
+
+    name = "regex"
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> str:
+        text = super().convert(value, param, ctx)
+        return Checked(self.name, compile_grep).convert(text, param, ctx)
+
+
+def parse_filters(
+    ranks: str, nodes: str, grep: Optional[str], since: Optional[str], raw: bool = False
+) -> Selection:
     return Selection(
         ranks=parse_rank_spec(ranks, "--ranks"),
         nodes=parse_rank_spec(nodes, "--nodes"),
         grep=compile_grep(grep) if grep is not None else None,
         since=parse_since(since, time.time()) if since is not None else None,
+        raw=raw,
     )
 
 
-@click.command("logs")
-@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=click.Path(path_type=Path))
+@click.command("logs", cls=Command)
+@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=ParamPath(path_type=Path))
 @click.option(
     "--ranks",
+    type=Text(),
     default="all",
     show_default=True,
     metavar="SPEC",
@@ -122,6 +120,7 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
 )
 @click.option(
     "--nodes",
+    type=Text(),
     default="all",
     show_default=True,
     metavar="SPEC",
@@ -129,17 +128,23 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
 )
 @click.option(
     "--grep",
+    type=Pattern(),
     metavar="REGEX",
-    # Checked while click parses, so that an error names MALAUNCH_LOGS_GREP when it came
-    # from there.
-    type=Checked("pattern", compile_grep),
     help="Only lines this regular expression finds (RE2 syntax, linear time: Python's, without "
     "backreferences or lookaround).",
 )
-@click.option("--since", metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}.")
-@click.option("-f", "--follow", "following", is_flag=True,
-              help="Then print new lines as they come (new files, nodes and attempts too), "
-              "until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
+@click.option(
+    "--since", type=Text(), metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}."
+)
+@click.option("-f", "--follow", "following", envvar="MALAUNCH_LOGS_FOLLOW", is_flag=True,
+              help="Then print new lines as they come (new files, nodes and attempts too; a "
+              "log dir's newer run once it starts), until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
+@click.option("--run", "run_name", type=Text(), metavar="NAME",
+              help="Read run NAME (a run-... folder) of each log dir, not the latest.")  # fmt: skip
+@click.option("--raw", is_flag=True,
+              help="Print the lines as the logs hold them; by default terminal controls other "
+              "than colour (title, clipboard, cursor moves, C1) show as text like \\x1b, on a "
+              "terminal or not, and a carriage return repeats the prefix.")  # fmt: skip
 def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     dirs: Tuple[Path, ...],
     ranks: str,
@@ -147,14 +152,19 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     grep: Optional[str],
     since: Optional[str],
     following: bool,
+    run_name: Optional[str],
+    raw: bool,
 ) -> int:
     """Print a run's rank logs merged in arrival order, each line prefixed [node K rank R].
 
-    DIR is a log dir, a `malaunch simulate` dir, or a folder of node log dirs; several may be
-    given. Default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs.
+    DIR is a log dir (its latest run is read, named on stderr), a run folder in it, a
+    `malaunch simulate` log dir or run, or a folder of node log dirs; several may be given.
+    Default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs.
     """
-    selection = parse_filters(ranks, nodes, grep, since)
+    selection = parse_filters(ranks, nodes, grep, since, raw)
     roots = list(dirs) or [default_log_dir(os.environ)]
+    if run_name is not None:
+        roots = [pick_run(root, run_name) for root in roots]
     if following:
         # `malaunch logs -f` is often started before the job writes its first line: wait for
         # the run (directories are looked for again every second) instead of refusing.
@@ -165,26 +175,26 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     else:
         require_runs(roots)
     logs = LogSet(roots, selection)
-    out = Stdout()
     code = int(ExitCode.OK)
     try:
         with stop_on_signals() as should_stop:
-            print_logs(logs, out, following, should_stop)
+            print_logs(logs, following, should_stop)
     except Stopped as stop:  # following ends so (exit 0); a read is cut short (128 + N)
-        out.end_stopped()
+        console.finish(0)  # what a stalled reader has not taken is given up
         code = int(ExitCode.OK) if following else ExitCode.for_signal(stop.signum)
     finally:
         logs.close()  # the default handlers again: a signal here ends the command as usual
     return code
 
 
-def print_logs(logs: LogSet, out: Stdout, following: bool, should_stop: Callable[[], bool]) -> None:
-    """Every line there is (and, following, each new one) to ``out``."""
+def print_logs(logs: LogSet, following: bool, should_stop: Callable[[], bool]) -> None:
+    """Every line there is (and, following, each new one) to stdout."""
+    out = Output(console.stdout(), should_stop)
     try:
         if following:
             follow(logs, out.write, out.flush, should_stop)
         else:
             read_once(logs, out.write)
-        out.flush()
+            out.flush()
     except BrokenPipeError:  # `malaunch logs | head`: the reader has all it wanted
-        out.silence()
+        silence_stdout()

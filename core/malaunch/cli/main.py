@@ -17,9 +17,9 @@ from typing import Any, List, Optional, Sequence
 
 import click
 
-from malaunch import __version__, log
+from malaunch import __version__, console, log
+from malaunch.cli.command import envvar_name
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import ENV_PREFIX
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
 
@@ -29,15 +29,21 @@ TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate", "logs", "report
 def setup_logging(debug: bool) -> None:
     """The launcher's own messages: one stderr sink, prefixed so they stand out from workers.
 
-    The sink is installed when the first message is printed (see malaunch.log)."""
+    The sink is installed when the first message is printed (see malaunch.log). It writes
+    through stderr's console stream (:mod:`malaunch.console`), never blocking on a stalled
+    reader: a message waits there, and is dropped only past the stream's reserve."""
     level = "DEBUG" if debug else "INFO"
 
     def configure(real_logger: Any) -> None:
         real_logger.remove()
         # A format *string* cannot call .lower(); loguru accepts a function returning one.
-        real_logger.add(sys.stderr, level=level, format=_log_format)
+        real_logger.add(_to_stderr, level=level, format=_log_format)
 
     log.set_up(level, configure)
+
+
+def _to_stderr(message: str) -> None:
+    console.stderr().write(str(message).encode("utf-8", "backslashreplace"), keep=True)
 
 
 def _log_format(record: Any) -> str:
@@ -48,8 +54,17 @@ def _log_format(record: Any) -> str:
 
 
 def _wants_debug(args: Sequence[str]) -> bool:
+    """``--debug`` or ``MALAUNCH_DEBUG``, read before click parses (the error boundary needs
+    it first). The variable is read as click reads it: ``no`` and ``off`` are false, and a value
+    click refuses is false here too, so that its one-line refusal comes without a traceback."""
     head = args[: args.index("--")] if "--" in args else args
-    return "--debug" in head or os.environ.get("MALAUNCH_DEBUG", "") not in ("", "0", "false")
+    if "--debug" in head:
+        return True
+    value = os.environ.get("MALAUNCH_DEBUG", "")
+    try:
+        return bool(value) and bool(click.BOOL.convert(value, None, None))
+    except click.BadParameter:
+        return False
 
 
 def _run(args: List[str]) -> int:
@@ -112,12 +127,16 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         hint = "the traceback is above" if debug else "rerun with --debug for the traceback"
         message = f"internal error ({what}); {hint}"
         return _fail(message, int(ExitCode.SOFTWARE), debug)
+    finally:
+        # What a stalled console reader has not taken yet (the summary) gets a short grace.
+        console.finish(console.EXIT_GRACE)
 
 
 def _fail(message: str, code: int, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    click.echo(f"malaunch: error: {log.escape_controls(_one_line(message))}", err=True)
+    line = f"malaunch: error: {log.escape_controls(_one_line(message))}\n"
+    console.stderr().write(line.encode("utf-8", "backslashreplace"), keep=True)
     return code
 
 
@@ -147,20 +166,9 @@ def _culprit(param: click.Parameter, ctx: Optional[click.Context]) -> str:
     name = param.name or ""
     source = ctx.get_parameter_source(name) if ctx is not None and name else None
     if source is click.core.ParameterSource.ENVIRONMENT:
-        return _envvar(param, ctx)
+        return envvar_name(param, ctx)
     flags = [flag for flag in param.opts if flag.startswith("--")]
     return flags[0] if flags else (param.human_readable_name or name)
-
-
-def _envvar(param: click.Parameter, ctx: Optional[click.Context]) -> str:
-    """The variable click read: a tool command's are ``MALAUNCH_<COMMAND>_<OPTION>`` (click
-    adds the command's name to ``auto_envvar_prefix``)."""
-    if isinstance(param.envvar, str):
-        return param.envvar
-    if param.envvar:
-        return str(param.envvar[0])
-    prefix = ctx.auto_envvar_prefix if ctx is not None else None
-    return f"{prefix or ENV_PREFIX}_{(param.name or '').upper()}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -10,15 +10,19 @@ reads like the platform's own start command.
 
 from __future__ import annotations
 
+from pathlib import Path as FsPath
 from typing import Any, Dict, List, Mapping, Sequence
 
 import click
 
+from malaunch.cli.command import Command
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.options import keep_runs_option
 from malaunch.errors import UsageError
+from malaunch.files import check_directory
 from malaunch.log import logger
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Seconds
+from malaunch.params import Integer, Path, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS, PS_PLATFORM, default_platform
 from malaunch.simulate.run import run
@@ -29,9 +33,10 @@ Each node gets the environment its platform would inject (loopback addresses 127
 free ports, per-node directories; a ModelArts rank table that completes after
 --ranktable-delay), and its own launcher. Launcher options (--framework, --console-ranks,
 --grace-period, --wait-timeout, --env, framework options, ...) are passed to every node.
-Logs: <log dir>/node-<k>.log (all a node printed), <log dir>/node-<k>/ (its launcher's logs
-and summary), <log dir>/malaunch-summary.json (one row per node). Exit code: the first
-failing node's, as on a real cluster.
+Logs: each simulation writes a run folder of its own in the log dir, <log dir>/run-<UTC
+time>-<id>/ (`latest` names the newest), holding node-<k>.log (all a node printed), node-<k>/
+(its launcher's logs and summary) and malaunch-summary.json (one row per node). Exit code:
+the first failing node's, as on a real cluster.
 """
 
 
@@ -57,10 +62,12 @@ def simulate_options() -> List[click.Parameter]:
             "--nproc-per-node of each node launcher (volcano).",
         ),
         click.Option(
-            ["--log-dir"], type=click.Path(file_okay=False), default="malaunch-logs",
+            ["--log-dir"], type=Path(file_okay=False), default="malaunch-logs",
             show_default=True,
-            help="node-<k>.log, node-<k>/ (each node launcher's --log-dir) and the summary.",
+            help="Each simulation's run folder goes there, run-<UTC time>-<id>/: node-<k>.log, "
+            "node-<k>/ (each node launcher's --log-dir) and the summary.",
         ),
+        keep_runs_option(),
         click.Option(
             ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tf-ps] parameter-server tasks (each its own node, before the workers).",
@@ -90,7 +97,7 @@ def simulate_options() -> List[click.Parameter]:
             help="[modelarts] physical id of each node's first NPU in the rank table.",
         ),
         click.Option(
-            ["--platform-dir"], type=click.Path(file_okay=False),
+            ["--platform-dir"], type=Path(file_okay=False),
             help="Keep the nodes' platform files (mounts, rank tables, data dirs) here "
             "[default: a temporary directory, removed at the end].",
         ),
@@ -137,6 +144,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
     own = simulate_options()
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the platform.
+    taken.add("--log-dir-is-run")  # simulate sets it on its node launchers itself
     forwarded = [
         p for p in launch.params if isinstance(p, click.Option) and not taken.intersection(p.opts)
     ]
@@ -146,7 +154,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
         ctx = click.get_current_context()
         return run(request(values, launcher_tokens(ctx, forwarded, values)), environ)
 
-    return click.Command(
+    return Command(
         "simulate",
         params=[*own, *forwarded, *arguments],
         callback=callback,
@@ -176,7 +184,19 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if values["chief"] and platform != PS_PLATFORM:
         msg = f"--chief: only --platform {PS_PLATFORM} has a chief task (not {platform})"
         raise UsageError(msg)
+    if values.get("platform_dir"):
+        check_platform_dir(values["platform_dir"])
     return {**values, "platform": platform, "command": command, "launcher_tokens": tokens}
+
+
+def check_platform_dir(given: str) -> None:
+    """UsageError (64) naming ``--platform-dir`` when its folder cannot be made or written:
+    the nodes' files are written there before anything starts (print-only runs too)."""
+    try:
+        check_directory(FsPath(given).absolute(), create=True)
+    except OSError as exc:
+        msg = f"--platform-dir {given}: cannot create the directory: {exc.strerror or exc}"
+        raise UsageError(msg) from exc
 
 
 def main(args: Sequence[str], environ: Mapping[str, str]) -> int:
