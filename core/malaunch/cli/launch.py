@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
+from malaunch.cli.envvars import show_variables
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.cpus.bind import CpuBinder, CpuBindRequest
 from malaunch.cpus.cpulist import parse_cpu_bind
@@ -28,6 +29,7 @@ from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
+from malaunch.python_command import forgotten_python
 from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
 from malaunch.supervisor.signals import parse_signal_names
@@ -80,6 +82,9 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     if not command:
         msg = "no command given: malaunch --framework NAME [OPTIONS] -- COMMAND [ARG...]"
         raise UsageError(msg)
+    # click has checked every value (malaunch.cli.options); these only convert them.
+    extra_env = parse_env_pairs(params["env"])
+    check_program(command, extra_env)
     log_dir = Path(params["log_dir"] or os.environ.get("MA_LOG_DIR") or "malaunch-logs")
     log_dir = log_dir.absolute()
     resolve_options = ResolveOptions(
@@ -93,8 +98,6 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         environ=dict(os.environ),
         framework_options=framework_values,
     )
-    # click has checked every value (malaunch.cli.options); these only convert them.
-    extra_env = parse_env_pairs(params["env"])
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
@@ -166,6 +169,15 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         finally:
             if staged is not None:
                 staged.cancel()  # after an error: the periodic uploads stop with the launcher
+
+
+def check_program(command: Sequence[str], extra_env: Dict[str, str]) -> None:
+    """A Python script given as the program (``train.py``, no ``python``) is a usage error
+    now, not a spawn error of every rank after the topology wait."""
+    path = extra_env.get("PATH", os.environ.get("PATH"))
+    hint = forgotten_python(command, os.getcwd(), path)
+    if hint is not None:
+        raise UsageError(hint)
 
 
 def log_dir_origin(ctx: click.Context, value: Optional[str]) -> str:
@@ -322,7 +334,7 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
             raise UsageError(msg)
         return _launch(plugins, ctx, values)
 
-    return click.Command(
+    command = click.Command(
         "malaunch",
         params=params,
         callback=callback,
@@ -335,3 +347,4 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
             "show_default": True,
         },
     )
+    return show_variables(command)

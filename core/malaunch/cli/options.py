@@ -17,7 +17,7 @@ from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Host, Integer, Seconds, port
+from malaunch.params import Choice, Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
 from malaunch.staging.parse import parse_pairs
@@ -245,7 +245,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--hang-stacks"],
-            type=click.Choice(STACK_METHODS),
+            type=Choice(STACK_METHODS),
             default="auto",
             show_default=True,
             help="How stacks are captured: py-spy where it works, else faulthandler "

@@ -10,15 +10,17 @@ the command line are written into the containers' ``malaunch`` command (``--fram
 
 from __future__ import annotations
 
+import copy
 from typing import Any, List, Mapping, Sequence
 
 import click
 
+from malaunch.cli.envvars import show_variables
 from malaunch.cli.launch import build_launch_command
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
-from malaunch.params import Integer, port
+from malaunch.params import Choice, Integer, port
 from malaunch.plugins import load_plugins
 from malaunch.render.manifests import render, to_yaml
 from malaunch.render.request import TARGETS, RenderRequest
@@ -34,6 +36,14 @@ policies restart the job on exit 69 and stop it on 64, 65, 66 and 78. Pipe the o
 # Launch options the render command writes into the containers even when they came from a
 # MALAUNCH_* variable of the shell rendering them: the pods never see that shell.
 ALWAYS_WRITTEN = ("framework", "nproc_per_node")
+# Launch options that mean something else in a rendered job: their help says what to use
+# instead, and a value given on the command line is refused rather than written into pods.
+NOT_FOR_PODS = {
+    "num_workers": (
+        "--num-workers runs a whole TensorFlow cluster in one container; a job's worker pods "
+        "are --nodes (its ps pods --num-ps)"
+    ),
+}
 
 
 def render_options() -> List[click.Parameter]:
@@ -91,18 +101,23 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the job.
     forwarded = [
-        p for p in launch.params if isinstance(p, click.Option) and not taken.intersection(p.opts)
+        _for_render(p)
+        for p in launch.params
+        if isinstance(p, click.Option) and not taken.intersection(p.opts)
     ]
     arguments = [p for p in launch.params if isinstance(p, click.Argument)]
-    target = click.Argument(["target"], type=click.Choice(TARGETS), metavar="TARGET")
+    target = click.Argument(["target"], type=Choice(TARGETS), metavar="TARGET")
 
     def callback(**values: Any) -> int:
         ctx = click.get_current_context()
+        for name, why in NOT_FOR_PODS.items():
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise UsageError(f"render: {why}")
         request = make_request(values, _written(ctx, forwarded, values))
         click.echo(to_yaml(render(request)), nl=False)
         return 0
 
-    return click.Command(
+    command = click.Command(
         "render",
         params=[target, *own, *forwarded, *arguments],
         callback=callback,
@@ -113,6 +128,17 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
             "show_default": True,
         },
     )
+    return show_variables(command)
+
+
+def _for_render(option: click.Option) -> click.Option:
+    """``option`` as render shows it: a copy with render's own help where it differs."""
+    why = NOT_FOR_PODS.get(option.name or "")
+    if why is None:
+        return option
+    shown = copy.copy(option)
+    shown.help = f"Not for render: {why}."
+    return shown
 
 
 def make_request(values: Mapping[str, Any], tokens: List[str]) -> RenderRequest:

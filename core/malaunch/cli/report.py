@@ -13,6 +13,7 @@ import click
 
 from malaunch.cli.logs import default_log_dir
 from malaunch.errors import UsageError
+from malaunch.wording import plural
 
 
 @click.command("report")
@@ -38,12 +39,8 @@ def report_command(directory: Optional[Path], out: Optional[Path]) -> None:
     job = write_report(log_dir, out)
     processes = sum(len(node.rows) for node in job.nodes)
     counts = [
-        _count(len(job.nodes), "node", "nodes"),
-        _count(processes, "process", "processes"),
-        _count(len(job.failures), "failure", "failures"),
+        plural(len(job.nodes), "node"),
+        plural(processes, "process"),
+        plural(len(job.failures), "failure"),
     ]
     click.echo(f"wrote {out} ({', '.join(counts)})")
-
-
-def _count(number: int, singular: str, plural: str) -> str:
-    return f"{number} {singular if number == 1 else plural}"

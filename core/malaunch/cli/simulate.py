@@ -14,10 +14,11 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import click
 
+from malaunch.cli.envvars import show_variables
 from malaunch.cli.launch import build_launch_command
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Seconds
+from malaunch.params import Choice, Integer, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS
 from malaunch.simulate.run import run
@@ -42,7 +43,7 @@ def simulate_options() -> List[click.Parameter]:
             help="Simulated nodes (with --platform tf-ps: worker tasks).",
         ),
         click.Option(
-            ["--platform"], type=click.Choice(PLATFORMS), required=True,
+            ["--platform"], type=Choice(PLATFORMS), required=True,
             help="Whose environment to fabricate: modelarts (Ascend rank table), octopus, "
             "volcano, tf-ps (one node per ps/worker task); from `malaunch render`'s manifest: "
             "pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch plugin), "
@@ -137,7 +138,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
         ctx = click.get_current_context()
         return run(request(values, launcher_tokens(ctx, forwarded, values)), environ)
 
-    return click.Command(
+    command = click.Command(
         "simulate",
         params=[*own, *forwarded, *arguments],
         callback=callback,
@@ -149,6 +150,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
             "show_default": True,
         },
     )
+    return show_variables(command)
 
 
 def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:

@@ -13,18 +13,38 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from malaunch.cli.envvars import show_variables
 from malaunch.cli.logs import logs_command
 from malaunch.cli.report import report_command
+from malaunch.errors import UsageError
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source
+from malaunch.wording import did_you_mean
+
+
+class Commands(click.Group):
+    """A group whose unknown subcommand is one line naming the closest one, if any is close
+    (click 8.1 names none; later versions their own pick)."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: List[str]
+    ) -> Tuple[Optional[str], Optional[click.Command], List[str]]:
+        name = args[0] if args else ""
+        if not (name.startswith("-") or ctx.resilient_parsing or self.get_command(ctx, name)):
+            shown = f"`{ctx.command_path} {{}}`"
+            hint = did_you_mean(name, self.list_commands(ctx), shown=shown)
+            msg = f"no such command: {ctx.command_path} {name}{hint}"
+            raise UsageError(msg)
+        return super().resolve_command(ctx, args)
 
 
 @click.group(
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"}
+    cls=Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"},
 )
 def tools() -> None:
     """malaunch's commands besides launching."""
@@ -109,10 +129,32 @@ def render_topology(topology: Topology) -> str:
 
 
 @tools.command("topology")
-@click.option("--topology", "source", default=AUTO, show_default=True, metavar="SOURCE")
-@click.option("--nproc-per-node", type=Integer(1, MAX_LOCAL_PROCESSES))
-@click.option("--wait-timeout", type=Seconds(), default=0.0, show_default=True)
-@click.option("--log-dir", type=click.Path(file_okay=False))
+@click.option(
+    "--topology",
+    "source",
+    default=AUTO,
+    show_default=True,
+    metavar="SOURCE",
+    help="Topology source: auto, or a name from `malaunch plugins`.",
+)
+@click.option(
+    "--nproc-per-node",
+    type=Integer(1, MAX_LOCAL_PROCESSES),
+    help="Local processes where the source lists no devices.",
+)
+@click.option(
+    "--wait-timeout",
+    type=Seconds(),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for a rank table to become ready (0: look once).",
+)
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False),
+    help="Where a template-2 rank table's template-1 form is written when MA_MOUNT_PATH is "
+    "not set [default: $MA_LOG_DIR or ./malaunch-logs]",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the topology as JSON.")
 def topology_command(
     source: str,
@@ -135,7 +177,7 @@ def topology_command(
         click.echo(render_topology(topology))
 
 
-@tools.group("ranktable")
+@tools.group("ranktable", cls=Commands)
 def ranktable_group() -> None:
     """Check and convert HCCL rank tables."""
 
@@ -145,7 +187,7 @@ def ranktable_group() -> None:
 
 
 @ranktable_group.command("validate")
-@click.argument("path", type=click.Path(readable=False, path_type=Path))
+@click.argument("path", metavar="FILE", type=click.Path(readable=False, path_type=Path))
 def ranktable_validate(path: Path) -> None:
     """Check FILE and print what it describes."""
     click.echo(source.describe_file(path))
@@ -159,15 +201,18 @@ def ranktable_convert(source_file: Path, target: Path) -> None:
     click.echo(source.convert_file(source_file, target))
 
 
-@ranktable_group.command("generate")
+@ranktable_group.command("generate", short_help="Write this server's v1.0 rank table to OUT.")
 @click.argument("out", type=click.Path(readable=False, path_type=Path))
-@click.option("--devices", default="0-7", show_default=True, help="0-7, 0,1,2,3 or [0,8).")
+@click.option(
+    "--devices", default="0-7", show_default=True, help="This server's NPUs: 0-7, 0,1,2,3 or [0,8)."
+)
 @click.option("--server-id", help="Default: this host's IP, as hccl_tools.py finds it.")
 @click.option(
     "--hccn-conf",
     type=click.Path(readable=False, path_type=Path),
     default="/etc/hccn.conf",
     show_default=True,
+    help="The file that gives each NPU's address (address_<id>=...).",
 )
 def ranktable_generate(out: Path, devices: str, server_id: Optional[str], hccn_conf: Path) -> None:
     """Write this server's v1.0 rank table to OUT (what hccl_tools.py does)."""
@@ -202,3 +247,6 @@ def render_command(args: Tuple[str, ...]) -> int:
     from malaunch.cli import render  # noqa: PLC0415 (start-up cost, see simulate_command)
 
     return render.main(args, os.environ)
+
+
+show_variables(tools)

@@ -27,11 +27,11 @@ from malaunch.topology.ranktable.schema import (
     fail,
     host,
     number,
-    plural,
     shown,
     text,
     text_at,
 )
+from malaunch.wording import plural
 
 
 class _Pod(NamedTuple):
