@@ -25,12 +25,14 @@ def plural(count: int, noun: str, plural_form: Optional[str] = None) -> str:
 
 
 def noun_for(count: int, noun: str, plural_form: Optional[str] = None) -> str:
-    """``noun`` as ``count`` of it needs: ``rank`` for 1, ``ranks`` otherwise."""
+    """``noun`` as ``count`` of it needs: ``rank`` for 1, ``ranks`` otherwise (the last word
+    of ``other process`` takes the plural)."""
     if count == 1:
         return noun
     if plural_form is not None:
         return plural_form
-    return _IRREGULAR.get(noun, f"{noun}s")
+    head, space, last = noun.rpartition(" ")
+    return f"{head}{space}{_IRREGULAR.get(last, last + 's')}"
 
 
 def spans(numbers: Iterable[int]) -> str:

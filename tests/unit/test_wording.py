@@ -14,6 +14,7 @@ from malaunch.wording import closest, did_you_mean, plural, ranks, spans
 def test_plural_agrees_with_its_count() -> None:
     assert [plural(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
     assert [plural(n, "process") for n in (1, 3)] == ["1 process", "3 processes"]
+    assert plural(2, "other process") == "2 other processes"
     assert plural(2, "retry") == "2 retries"
     assert plural(2, "is", "are") == "2 are"
 

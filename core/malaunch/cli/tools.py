@@ -17,13 +17,13 @@ from malaunch.cli.envvars import show_variables
 from malaunch.cli.logs import logs_command
 from malaunch.cli.report import report_command
 from malaunch.errors import UsageError
-from malaunch.models import ResolveOptions, Topology
+from malaunch.models import Node, ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source
-from malaunch.wording import did_you_mean
+from malaunch.wording import did_you_mean, noun_for, ranks
 
 
 class Commands(click.Group):
@@ -112,12 +112,7 @@ def render_topology(topology: Topology) -> str:
         lines.append(f"{role + ':':<12} {', '.join(addresses)}")
     for node in topology.nodes:
         mark = "*" if node.index == topology.node_rank else " "
-        ranks = [d.rank for d in node.devices]
-        span = f"ranks {ranks[0]}-{ranks[-1]}" if ranks else "no devices"
-        ids = ",".join(str(d.device_id) for d in node.devices)
-        label = f" {node.name}" if node.name else ""
-        role = f" [{node.role}]" if node.role else ""
-        lines.append(f" {mark} node {node.index}: {node.host}{label}{role} {span} devices {ids}")
+        lines.append(f" {mark} node {node.index}: {_node_line(node)}")
     data = topology.data
     for key in ("dataset", "cached_dataset", "result", "model"):
         value = getattr(data, key)
@@ -126,6 +121,20 @@ def render_topology(topology: Topology) -> str:
     for name, path in data.dataset_map.items():
         lines.append(f"dataset_map: {name} -> {path}")
     return "\n".join(lines)
+
+
+def _node_line(node: Node) -> str:
+    """``worker-1.job [worker] ranks 4-7 on devices 0,1,2,3``: the pod name only where the
+    host does not already say it (Kubeflow's host is the pod's name)."""
+    named = node.name and node.name != node.host and not node.host.startswith(f"{node.name}.")
+    label = f" {node.name}" if named else ""
+    role = f" [{node.role}]" if node.role else ""
+    devices = "no devices"
+    if node.devices:
+        ids = ",".join(str(d.device_id) for d in node.devices)
+        where = f"{noun_for(len(node.devices), 'device')} {ids}"
+        devices = f"{ranks([d.rank for d in node.devices])} on {where}"
+    return f"{node.host}{label}{role} {devices}"
 
 
 @tools.command("topology")

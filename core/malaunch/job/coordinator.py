@@ -31,6 +31,7 @@ from malaunch.hang.blame import odd_ones
 from malaunch.job.protocol import Message
 from malaunch.job.restart import RestartPolicy, decide
 from malaunch.log import logger
+from malaunch.wording import ranks
 
 CAPTURE_TIMEOUT = 15.0  # seconds for every node to send its stacks after a hang
 
@@ -187,31 +188,35 @@ class Coordinator:
             uniform=self.uniform,
         )
         record.decision = verdict.reason
+        # What every node's console says of it (the summary keeps the reason).
+        said = {"said": verdict.said} if verdict.said else {}
         if not verdict.restart:
-            self._over(failure, verdict.reason)
+            self._over(failure, verdict.reason, said)
             return
         record.delay = verdict.delay
         self.phase = "restarting"
         self.ended = set()
         stop = {"t": "stop", "attempt": self.attempt, "final": False, "failure": failure}
         # The delay goes with the decision: every node's summary records both.
-        self.transport.broadcast({**stop, "decision": verdict.reason, "delay": verdict.delay})
+        self.transport.broadcast(
+            {**stop, "decision": verdict.reason, "delay": verdict.delay, **said}
+        )
 
-    def _over(self, failure: Dict[str, Any], reason: str) -> None:
+    def _over(
+        self, failure: Dict[str, Any], reason: str, said: Optional[Dict[str, str]] = None
+    ) -> None:
         self.phase = "over"
         if self.records:
             self.records[-1].failure = failure
             self.records[-1].decision = reason
         stop = {"t": "stop", "attempt": self.attempt, "final": True, "failure": failure}
-        self.transport.broadcast({**stop, "decision": reason})
+        self.transport.broadcast({**stop, "decision": reason, **(said or {})})
 
     def _ended(self, node: int) -> None:
         self.ended.add(node)
         if self.phase == "restarting" and len(self.ended) == self.nnodes:
             delay = self.records[-1].delay or 0.0
             attempt = self.attempt + 1
-            if delay:
-                logger.info(f"restarting the job (attempt {attempt}) in {delay:.1f}s")
             self.scheduler.call_later(
                 delay, lambda: self._start(attempt, self.restart_overrides(attempt))
             )
@@ -248,6 +253,12 @@ class Coordinator:
     def _captured(self, attempt: int) -> None:
         if self.phase != "capturing" or attempt != self.attempt or self.hang is None:
             return
+        silent = sorted(set(range(self.nnodes)) - set(self.stacks))
+        if silent:
+            logger.warning(
+                f"no stacks from {ranks(silent, 'node')} within {CAPTURE_TIMEOUT:g}s: naming "
+                "the odd ranks without them"
+            )
         entries = [entry for node_entries in self.stacks.values() for entry in node_entries]
         verdict = odd_ones(entries)
         hung = [

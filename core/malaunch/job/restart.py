@@ -16,6 +16,7 @@ from typing import Callable, FrozenSet, Optional, Set, Tuple
 
 from malaunch.errors import ExitCode, UsageError
 from malaunch.numbers import MAX_SECONDS, parse_seconds
+from malaunch.wording import spans
 
 DEFAULT_BACKOFF = "1:30"
 # Failures that no restart can mend: the platform stopped this launcher, or a node is gone.
@@ -35,11 +36,13 @@ class RestartPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """What the coordinator does about a failed attempt, and why (for logs and the summary)."""
+    """What the coordinator does about a failed attempt, and why: ``reason`` for the summary,
+    ``said`` for every node's console (None: nothing worth a line, as without restarts)."""
 
     restart: bool
     delay: float
     reason: str
+    said: Optional[str] = None
 
 
 def decide(
@@ -55,16 +58,23 @@ def decide(
     if policy.max_restarts == 0:
         return Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
     if restarts_done >= policy.max_restarts:
-        return Decision(False, 0.0, f"--max-restarts {policy.max_restarts} used up")
+        reason = f"--max-restarts {policy.max_restarts} used up"
+        return Decision(False, 0.0, reason, f"no restart left: {reason}")
     if kind in NEVER_RESTARTED:
-        return Decision(False, 0.0, f"a failure of kind {kind!r} is never restarted")
+        reason = f"a failure of kind {kind!r} is never restarted"
+        # A signalled launcher has said why it stops; a lost one has not.
+        said = None if kind == "signal" else "no restart: a lost node launcher is not restarted"
+        return Decision(False, 0.0, reason, said)
     if uptime < policy.min_uptime:
         why = f"failed after {uptime:.1f}s, before --min-uptime {policy.min_uptime:g}s"
-        return Decision(False, 0.0, f"{why}: a start-up crash")
+        return Decision(False, 0.0, f"{why}: a start-up crash", f"no restart: {why}")
     if policy.restart_on is not None and code not in policy.restart_on:
-        return Decision(False, 0.0, f"exit code {code} is not in --restart-on")
+        reason = f"exit code {code} is not in --restart-on"
+        return Decision(False, 0.0, reason, f"no restart: {reason} {spans(policy.restart_on)}")
     delay = backoff_delay(policy.backoff, restarts_done + 1, uniform)
-    return Decision(True, delay, f"restart {restarts_done + 1} of {policy.max_restarts}")
+    reason = f"restart {restarts_done + 1} of {policy.max_restarts}"
+    after = f"after a {delay:.1f}s back-off" if delay > 0 else "at once"
+    return Decision(True, delay, reason, f"{reason} {after}")
 
 
 def backoff_delay(

@@ -259,6 +259,7 @@ def supervise_nodes(
         straggler_timeout=values["heartbeat_timeout"] + grace,
         tail_lines=values["tail_lines"],
         tail_reader=node_failure_tail,
+        say_start=False,
     )
     return supervise(plan, options)
 

@@ -13,6 +13,7 @@ import time
 from typing import Callable, Optional, TextIO
 
 from malaunch.progress import QUIET, StatusLine
+from malaunch.wording import plural
 
 EVERY = 5.0
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -67,8 +68,8 @@ class Progress:
         rate = done / elapsed
         eta = f"ETA {(self.total - done) / rate:.0f}s" if rate > 0 else "ETA ?"
         return (
-            f"{self.what}: {human(done)} of {human(self.total)}, {files}/{self.files} files, "
-            f"{human(rate)}/s, {eta}"
+            f"{self.what}: {human(done)} of {human(self.total)}, "
+            f"{files}/{plural(self.files, 'file')}, {human(rate)}/s, {eta}"
         )
 
     def tick(self) -> None:

@@ -28,6 +28,7 @@ from malaunch.supervisor.group import Group
 from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
+from malaunch.wording import plural
 
 Report = Callable[[Message], None]
 
@@ -115,7 +116,7 @@ class Attempt:
             return
         self.outcome.first_failure = child
         others = len(self.group.running())
-        stopping = f"; stopping {others} other processes" if others else ""
+        stopping = f"; stopping {plural(others, 'other process')}" if others else ""
         logger.error(
             f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}{stopping}"
         )
@@ -149,12 +150,14 @@ class Attempt:
         self.launcher_signals += 1
         running = len(self.group.running())
         if self.launcher_signals > 1:
-            logger.warning(f"second signal ({signal_name(signum)}): killing {running} processes")
+            logger.warning(
+                f"second signal ({signal_name(signum)}): killing {plural(running, 'process')}"
+            )
             self.group.kill()
             return
         if self.outcome.first_failure is None:
             self.outcome.launcher_signal = signum
-        logger.warning(f"received {signal_name(signum)}: stopping {running} processes")
+        logger.warning(f"received {signal_name(signum)}: stopping {plural(running, 'process')}")
         self.stopping = True
         self.group.stop(signum)
         code = ExitCode.for_signal(signum)
@@ -203,14 +206,15 @@ class Attempt:
         if kind_is(message, "finish"):
             services = len(self.group.running())
             if services and not self.stopping:
-                logger.info(
-                    f"every worker of the job succeeded; stopping {services} service processes"
-                )
-        elif not self.stopping:
+                stopping = plural(services, "service process")
+                logger.info(f"every worker of the job succeeded; stopping {stopping}")
+        elif not self.stopping and self.group.running():
+            # (With nothing left to stop, the summary that follows says why the node ends.)
             failure = message.get("failure") or {}
             running = len(self.group.running())
-            what = "restarting the job" if message.get("final") is False else "stopping"
-            logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
+            logger.warning(f"{describe_failure(failure)}: stopping{_local(running)}")
+        if isinstance(message.get("said"), str):
+            logger.warning(message["said"])  # the job's decision: restart, or why not
         if not self.stopping or kind_is(message, "finish"):
             self.stopping = True
             self.group.stop(signal.SIGTERM)
@@ -269,9 +273,7 @@ def kind_is(message: Message, kind: str) -> bool:
 
 def _local(running: int) -> str:
     """`` (2 local processes)``; nothing when none is left to stop."""
-    if running == 0:
-        return ""
-    return f" ({running} local process{'' if running == 1 else 'es'})"
+    return f" ({plural(running, 'local process')})" if running else ""
 
 
 def describe_failure(failure: Dict[str, Any]) -> str:

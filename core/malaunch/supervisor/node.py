@@ -34,12 +34,14 @@ from malaunch.supervisor.output import (
     LineRelay,
     RankSelection,
     console_prefix,
+    describe_all,
 )
 from malaunch.supervisor.prepare import CLOSE_WAIT, PreparationThread
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
 from malaunch.supervisor.spawn import Child, make_child_setup, spawn
+from malaunch.wording import plural
 
 Replan = Callable[[int, Optional[int]], LaunchPlan]
 
@@ -204,10 +206,13 @@ class NodeRun:
         self.started = True
         port = message.get("master_port")
         plan = self.plan
-        if number > 0:
-            logger.warning(f"starting attempt {number} of the job")
-            if self.replan is not None:
-                plan = self.replan(number, port if isinstance(port, int) else None)
+        if number > 0 and self.replan is not None:
+            plan = self.replan(number, port if isinstance(port, int) else None)
+        if self.options.say_start:
+            # While the ranks import torch, the console would otherwise say nothing.
+            attempt = f"attempt {number}: " if number > 0 else ""
+            count = plural(len(plan.processes), "process")
+            logger.info(f"{attempt}starting {describe_all(plan.processes)} ({count})")
         children, error = self._spawn(plan, number)
         group = Group(
             self.loop,
@@ -235,7 +240,6 @@ class NodeRun:
             self.attempt.abort(error)
         elif not any(not child.spec.service for child in children):
             self.attempt.workers_ended()  # a ps-only node: its workers are elsewhere
-        logger.debug(f"started {len(children)} processes (attempt {number})")
         group.reap()  # exits that happened while signals were blocked
 
     def _spawn(self, plan: LaunchPlan, number: int) -> Tuple[List[Child], Optional[LaunchError]]:

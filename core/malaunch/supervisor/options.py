@@ -64,6 +64,8 @@ class SuperviseOptions:
     stage-in); ``finish`` runs once the last attempt's processes have ended, before the
     summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
     only when an attempt has started (a job stopped before its start uploads nothing).
+    ``say_start``: each attempt's start is said on the console (``simulate`` has said what
+    it starts).
     """
 
     log_dir: str
@@ -86,3 +88,4 @@ class SuperviseOptions:
     console_dedup: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
+    say_start: bool = True

@@ -47,6 +47,7 @@ from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import TailReader, own_log
+from malaunch.wording import plural
 
 SUMMARY_FILE = "malaunch-summary.json"
 FIRST_FAILURE_MARK = "<- first failure"
@@ -126,8 +127,11 @@ def write_summary(log_dir: str, summary: Dict[str, Any]) -> Optional[str]:
 
 
 def table_lines(outcome: Outcome) -> List[str]:
-    """The console table: one row per process, the first failure marked."""
-    rows = [("ROLE", "RANK", "PID", "EXIT", "TIME", "LOG")]
+    """The console table: one row per process, the first failure marked; ``simulate``'s
+    processes are node launchers, numbered by node."""
+    numbered = [c for c in outcome.children if c.spec.rank is not None]
+    nodes = bool(numbered) and all(child.spec.role == "node" for child in numbered)
+    rows = [("ROLE", "NODE" if nodes else "RANK", "PID", "EXIT", "TIME", "LOG")]
     for child in outcome.children:
         rank = child.spec.rank if child.spec.rank is not None else child.spec.local_rank
         cells = (child.spec.role, "-" if rank is None else str(rank), str(child.pid))
@@ -180,15 +184,15 @@ def report(
         head += f", stopped because {describe_failure(summary['stopped_by'])}"
     restarts = summary["restarts"]
     if restarts:
-        head += f", after {restarts} restart{'s' if restarts > 1 else ''}"
+        head += f", after {plural(restarts, 'restart')}"
     if not last.children:
         return  # nothing started: the error that says why is the one line to read
     logger.info(f"summary: {head}" + (f" ({path})" if path else ""))
     hang = summary["hang"]
     if hang is not None:
-        culprits = hang.get("culprits") or []
-        named = ", ".join(str(rank) for rank in culprits) or "none singled out"
-        logger.info(f"  hang: {hang.get('reason', '')}; odd ranks: {named}")
+        # The reason names the odd ranks, if any (malaunch.hang.blame).
+        nobody = "" if hang.get("culprits") else ": no rank singled out"
+        logger.info(f"  hang: {hang.get('reason', '')}{nobody}")
     for line in table_lines(last):
         logger.info(f"  {line}")
     _show_failure(summary.get("first_failure") or summary.get("job_failure"))
@@ -201,7 +205,8 @@ def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
     where = describe_failure(failure) if "kind" in failure else _process_name(failure)
     log_file = failure.get("tail_file") or failure.get("log_file") or "its log"
     count = len(failure["tail"])
-    logger.info(f"last {f'{count} lines' if count > 1 else 'line'} of {log_file} ({where}):")
+    lines = plural(count, "line") if count > 1 else "line"
+    logger.info(f"last {lines} of {log_file} ({where}):")
     for line in failure["tail"]:
         logger.info(f"  | {line}")
     if failure.get("exception") and failure["exception"] not in "\n".join(failure["tail"]):

@@ -284,6 +284,7 @@ def test_restart_waits_for_every_node_to_end_then_for_the_back_off() -> None:
             "failure": failure,
             "decision": "restart 1 of 2",
             "delay": 1.25,
+            "said": "restart 1 of 2 after a 1.2s back-off",
         }
     ]
     assert job.coordinator.phase == "restarting"
@@ -343,6 +344,7 @@ def test_restarts_until_used_up() -> None:
             "final": True,
             "failure": {**FAILURE, "node": 1},
             "decision": "--max-restarts 1 used up",
+            "said": "no restart left: --max-restarts 1 used up",
         }
     ]
     assert job.scheduler.calls == []
@@ -360,6 +362,7 @@ def test_lost_node_is_never_restarted() -> None:
             "final": True,
             "failure": failure,
             "decision": "a failure of kind 'lost' is never restarted",
+            "said": "no restart: a lost node launcher is not restarted",
         }
     ]
     assert job.coordinator.phase == "over"
@@ -502,7 +505,7 @@ def test_hang_captures_stacks_then_names_the_culprit() -> None:
     assert job.transport.sent == []
 
 
-def test_capture_timeout_uses_the_stacks_that_came() -> None:
+def test_capture_timeout_uses_the_stacks_that_came(messages: List[str]) -> None:
     job = Job(nnodes=3)
     timeout = start_hang(job)
     job.report(0, "stacks", ranks=[entry(0, WAITING), entry(1, STUCK)])
@@ -510,6 +513,8 @@ def test_capture_timeout_uses_the_stacks_that_came() -> None:
     assert job.transport.sent == []
     job.scheduler.time = CAPTURE_TIMEOUT
     timeout()
+    # Node 1 is given up on, and that is said when it is decided.
+    assert messages == ["no stacks from node 1 within 15s: naming the odd ranks without them"]
     (stop,) = job.transport.take()
     hang = stop["failure"]["hang"]
     assert stop["failure"]["kind"] == "hang"
