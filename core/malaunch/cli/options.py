@@ -16,12 +16,14 @@ from malaunch.errors import UsageError
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
+from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Choice, Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
 from malaunch.staging.parse import parse_pairs
 from malaunch.supervisor.output import check_prefix_template
+from malaunch.supervisor.runs import DEFAULT_KEEP_RUNS
 from malaunch.supervisor.signals import parse_signal_names
 
 if TYPE_CHECKING:  # click 8.1 (Python 3.9) has no generic ParamType
@@ -96,12 +98,7 @@ def core_options() -> List[click.Parameter]:
             type=port(),
             help="Override the resolved rendezvous port.",
         ),
-        click.Option(
-            ["--log-dir"],
-            type=click.Path(file_okay=False),
-            help="Per-rank logs and malaunch-summary.json "
-            "[default: $MA_LOG_DIR or ./malaunch-logs]",
-        ),
+        *run_folder_options(),
         click.Option(
             ["--console-ranks"],
             type=Checked("spec", lambda text: parse_rank_spec(text, "--console-ranks")),
@@ -158,6 +155,14 @@ def core_options() -> List[click.Parameter]:
             "ranks as spans (0-7) or *.",
         ),
         click.Option(
+            ["--console-raw"],
+            is_flag=True,
+            help="Pass the ranks' terminal controls to the console as they are. By default "
+            "(on a terminal, a pipe or a file) any control but colour (SGR), tab and newline "
+            "shows as text like \\x1b (titles, clipboard writes, cursor moves, C1), and a "
+            "carriage return repeats the line's prefix. Log files always keep the bytes.",
+        ),
+        click.Option(
             ["--tail-lines"],
             type=Integer(0, 10_000),
             default=20,
@@ -170,6 +175,40 @@ def core_options() -> List[click.Parameter]:
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
         click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
+    ]
+
+
+def keep_runs_option() -> click.Option:
+    """``--keep-runs``, shared with ``simulate``."""
+    return click.Option(
+        ["--keep-runs"],
+        type=Integer(0, 1_000_000),
+        default=DEFAULT_KEEP_RUNS,
+        show_default=True,
+        help="Runs kept in the log dir, this one included: once this run has started, the "
+        "oldest beyond it are removed, each said on the console (0: keep all).",
+    )
+
+
+def run_folder_options() -> List[click.Parameter]:
+    """Where a run's files go (SPEC §12): each launch in a run folder of its own."""
+    return [
+        click.Option(
+            ["--log-dir"],
+            type=click.Path(file_okay=False),
+            help="Each launch writes its per-rank logs and summary to a folder of its own "
+            "there, run-<UTC time>-<id>/; `latest` names the newest "
+            "[default: $MA_LOG_DIR or ./malaunch-logs]",
+        ),
+        keep_runs_option(),
+        # simulate's node launchers: their --log-dir is node-<k>/ inside simulate's own run.
+        click.Option(
+            ["--log-dir-is-run"],
+            is_flag=True,
+            hidden=True,
+            allow_from_autoenv=False,
+            help="Write into --log-dir as it is: no run folder, no latest, no pruning.",
+        ),
     ]
 
 
@@ -223,6 +262,13 @@ def job_options() -> List[click.Parameter]:
             default=True,
             show_default=True,
             help="Tie the node launchers of a multi-node job together (stop, finish, restart).",
+        ),
+        click.Option(
+            ["--success-policy"],
+            type=click.Choice(SUCCESS_POLICIES),
+            help="When the job has succeeded: chief (once the chief has; workers and ps are "
+            "stopped, TFJob's default) or all-workers (every worker has) [default: chief "
+            "when the cluster has a chief, else all-workers]",
         ),
         click.Option(
             ["--heartbeat-timeout"],

@@ -16,11 +16,13 @@ import click
 
 from malaunch.cli.envvars import show_variables
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.options import keep_runs_option
 from malaunch.errors import UsageError
+from malaunch.log import logger
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Choice, Integer, Seconds
 from malaunch.plugins import load_plugins
-from malaunch.simulate.platforms import PLATFORMS
+from malaunch.simulate.platforms import PLATFORMS, PS_PLATFORM, default_platform
 from malaunch.simulate.run import run
 
 HELP = """Run COMMAND as a multi-node job on this machine, one malaunch per simulated node.
@@ -29,9 +31,10 @@ Each node gets the environment its platform would inject (loopback addresses 127
 free ports, per-node directories; a ModelArts rank table that completes after
 --ranktable-delay), and its own launcher. Launcher options (--framework, --console-ranks,
 --grace-period, --wait-timeout, --env, framework options, ...) are passed to every node.
-Logs: <log dir>/node-<k>.log (all a node printed), <log dir>/node-<k>/ (its launcher's logs
-and summary), <log dir>/malaunch-summary.json (one row per node). Exit code: the first
-failing node's, as on a real cluster.
+Logs: each simulation writes a run folder of its own in the log dir, <log dir>/run-<UTC
+time>-<id>/ (`latest` names the newest), holding node-<k>.log (all a node printed), node-<k>/
+(its launcher's logs and summary) and malaunch-summary.json (one row per node). Exit code:
+the first failing node's, as on a real cluster.
 """
 
 
@@ -43,11 +46,12 @@ def simulate_options() -> List[click.Parameter]:
             help="Simulated nodes (with --platform tf-ps: worker tasks).",
         ),
         click.Option(
-            ["--platform"], type=Choice(PLATFORMS), required=True,
+            ["--platform"], type=Choice(PLATFORMS),
             help="Whose environment to fabricate: modelarts (Ascend rank table), octopus, "
-            "volcano, tf-ps (one node per ps/worker task); from `malaunch render`'s manifest: "
-            "pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch plugin), "
-            "ascendjob (MindX, PyTorch).",
+            "volcano, tf-ps (one node per chief/ps/worker task); from `malaunch render`'s "
+            "manifest: pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch "
+            "plugin), ascendjob (MindX, PyTorch).  [default: volcano, the plainest (a host "
+            "list, a node index, --nproc-per-node); tf-ps for tensorflow_ps]",
         ),
         click.Option(
             ["--nproc-per-node"], type=Integer(1, MAX_LOCAL_PROCESSES), default=1,
@@ -58,11 +62,18 @@ def simulate_options() -> List[click.Parameter]:
         click.Option(
             ["--log-dir"], type=click.Path(file_okay=False), default="malaunch-logs",
             show_default=True,
-            help="node-<k>.log, node-<k>/ (each node launcher's --log-dir) and the summary.",
+            help="Each simulation's run folder goes there, run-<UTC time>-<id>/: node-<k>.log, "
+            "node-<k>/ (each node launcher's --log-dir) and the summary.",
         ),
+        keep_runs_option(),
         click.Option(
             ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tf-ps] parameter-server tasks (each its own node, before the workers).",
+        ),
+        click.Option(
+            ["--chief"], is_flag=True,
+            help="[tf-ps] a chief task too (its own node, node 0: TF_CHIEF_HOSTS); the job "
+            "then succeeds when the chief does (--success-policy).",
         ),
         click.Option(
             ["--print-env"], is_flag=True,
@@ -129,6 +140,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
     own = simulate_options()
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the platform.
+    taken.add("--log-dir-is-run")  # simulate sets it on its node launchers itself
     forwarded = [
         p for p in launch.params if isinstance(p, click.Option) and not taken.intersection(p.opts)
     ]
@@ -162,7 +174,14 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if not command and not values["dry_run"]:
         msg = "simulate: no command given: malaunch simulate ... --framework NAME -- COMMAND"
         raise UsageError(msg)
-    return {**values, "command": command, "launcher_tokens": tokens}
+    platform = values["platform"]
+    if platform is None:
+        platform, why = default_platform(values["framework"])
+        logger.info(f"no --platform given: simulating {platform} ({why}; --platform chooses)")
+    if values["chief"] and platform != PS_PLATFORM:
+        msg = f"--chief: only --platform {PS_PLATFORM} has a chief task (not {platform})"
+        raise UsageError(msg)
+    return {**values, "platform": platform, "command": command, "launcher_tokens": tokens}
 
 
 def main(args: Sequence[str], environ: Mapping[str, str]) -> int:

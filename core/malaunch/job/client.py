@@ -57,8 +57,7 @@ class ChannelClient:
         self.reader = LineReader()
         self.last_seen = 0.0
         self.lost = False
-        # The job's final word came (a final stop, a finish): node 0 leaving is no news.
-        self.over = False
+        self.job_over = False  # node 0 said finish or a final stop: its leaving is no loss
         self._beat: Optional[Timer] = None
 
     def join(self, interrupted: Callable[[], bool]) -> None:
@@ -180,8 +179,6 @@ class ChannelClient:
     def _dispatch(self, data: bytes) -> None:
         try:
             for message in self.reader.feed(data):
-                if message["t"] == "finish" or (message["t"] == "stop" and message.get("final")):
-                    self.over = True
                 if message["t"] != "ping":
                     self.on_command(message)
         except ProtocolError as exc:
@@ -205,8 +202,10 @@ class ChannelClient:
             return
         self.lost = True
         self._close()
-        if self.over:  # node 0 ended its part of a job that is over, as this node does
-            logger.debug(f"job channel: node 0's launcher left ({reason})")
+        if self.job_over:
+            # Its job is over (the chief succeeded, say) while this node still stops its own
+            # processes: node 0 may well be gone first.
+            logger.debug(f"job channel: node 0's launcher left after the job's end ({reason})")
         else:
             logger.error(f"job channel: lost node 0's launcher ({reason})")
         self.on_lost(reason)

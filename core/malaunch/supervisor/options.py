@@ -10,6 +10,7 @@ from malaunch.events import Clock
 from malaunch.hang.watch import HangSettings
 from malaunch.job.restart import RestartPolicy
 from malaunch.job.settings import JobSettings
+from malaunch.job.success import ALL_WORKERS
 from malaunch.supervisor.output import ConsoleWriter
 from malaunch.supervisor.tail import TailReader, own_log
 
@@ -48,7 +49,10 @@ class SuperviseOptions:
 
     ``job``: the job channel of a multi-node job (None: this node is the whole job);
     ``restart``: the job-wide restart policy; ``hang``: hang detection (None: off).
-    ``console`` receives whole-line blocks of prefixed output (default: stdout); ``environ`` is
+    ``console`` receives whole-line blocks of prefixed output (default: stdout's
+    :class:`malaunch.console.ConsoleStream`, which drops console copies rather than block the
+    loop on a stalled reader); ``console_raw``: pass terminal controls through unescaped;
+    ``environ`` is
     the environment the plan's ``env`` is laid over (default: the launcher's own); ``clock``
     times the run and its deadlines (tests inject a virtual one); ``reaper`` starts the
     watchdog process. ``fail_fast=False`` lets the other processes run on after a failure
@@ -66,6 +70,10 @@ class SuperviseOptions:
     only when an attempt has started (a job stopped before its start uploads nothing).
     ``say_start``: each attempt's start is said on the console (``simulate`` has said what
     it starts).
+    ``success_policy``: when the job has succeeded, ``all-workers`` or ``chief``
+    (:mod:`malaunch.job.success`).
+    ``run_started`` is called once, when the first attempt's processes have started (the
+    launch's run folder then becomes its log dir's ``latest``: :mod:`malaunch.supervisor.runs`).
     """
 
     log_dir: str
@@ -86,6 +94,9 @@ class SuperviseOptions:
     tail_reader: TailReader = own_log
     console_prefix: Optional[str] = None
     console_dedup: bool = False
+    console_raw: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
     say_start: bool = True
+    success_policy: str = ALL_WORKERS
+    run_started: Optional[Callable[[], None]] = None
