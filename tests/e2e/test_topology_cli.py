@@ -165,8 +165,8 @@ def test_local_when_nothing_is_set(base: Dict[str, str]) -> None:
             {},
             ["--topology", "nonesuch"],
             78,
-            "unknown topology source 'nonesuch' (installed: {installed}, or auto); see "
-            "`malaunch plugins`",
+            "--topology: unknown topology source 'nonesuch' (installed: {installed}, or auto); "
+            "see `malaunch plugins`",
         ),
     ],
 )

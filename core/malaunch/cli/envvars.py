@@ -1,5 +1,5 @@
-"""The ``MALAUNCH_*`` variables: each option's twin, shown in ``--help``; one that matches no
-option is named in a warning, with the closest one's name.
+"""The ``MALAUNCH_*`` variables: one that matches no option is named in a warning, with the
+closest one's name (each option's own is shown in ``--help``: :mod:`malaunch.cli.command`).
 
 click reads an option's twin through ``auto_envvar_prefix``: ``MALAUNCH_<OPTION>`` for the
 launch command, ``simulate`` and ``render`` (which take the launch command's options), and
@@ -31,18 +31,6 @@ NOT_OPTIONS = {
 # A malaunch started by a malaunch (a worker's, a simulated node's launcher) inherits the
 # variables its parent was started with: its parent has warned about them already.
 STARTED_BY_MALAUNCH = ("MALAUNCH_CONTEXT", "MALAUNCH_RESTART_COUNT")
-
-
-def show_variables(command: click.Command) -> click.Command:
-    """Make ``--help`` show each option's variable (click's ``show_envvar``), subcommands'
-    options included; returns ``command``."""
-    for param in command.params:
-        if isinstance(param, click.Option):
-            param.show_envvar = True
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            show_variables(sub)
-    return command
 
 
 def option_variables(command: click.Command, prefix: str = "MALAUNCH") -> Set[str]:

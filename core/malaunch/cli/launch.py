@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
-from malaunch.cli.envvars import show_variables
+from malaunch.cli.command import Command, about
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.cpus.bind import CpuBinder, CpuBindRequest
 from malaunch.cpus.cpulist import parse_cpu_bind
@@ -28,7 +28,7 @@ from malaunch.job.settings import JobSettings, job_settings
 from malaunch.job.success import success_policy
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
-from malaunch.pipeline import build_plan, warn_about_missing_data
+from malaunch.pipeline import AUTO, build_plan, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.python_command import forgotten_python
 from malaunch.staging.models import StageMapping
@@ -80,7 +80,11 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     command: Tuple[str, ...] = params.pop("command")
     framework: str = params.pop("framework")
     framework_values = _split_framework_values(plugins, framework, params, ctx)
-    plugins.framework(framework)  # unknown name -> exit 78 before any topology work
+    with about("--framework"):
+        plugins.framework(framework)  # unknown name -> exit 78 before any topology work
+    if params["topology"] != AUTO:
+        with about("--topology"):
+            plugins.source(params["topology"])
     if not command:
         msg = "no command given: malaunch --framework NAME [OPTIONS] -- COMMAND [ARG...]"
         raise UsageError(msg)
@@ -336,7 +340,7 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
             raise UsageError(msg)
         return _launch(plugins, ctx, values)
 
-    command = click.Command(
+    return Command(
         "malaunch",
         params=params,
         callback=callback,
@@ -349,4 +353,3 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
             "show_default": True,
         },
     )
-    return show_variables(command)

@@ -13,37 +13,21 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from malaunch.cli.envvars import show_variables
+from malaunch.cli.command import Group, about
 from malaunch.cli.logs import logs_command
 from malaunch.cli.report import report_command
-from malaunch.errors import UsageError
 from malaunch.models import Node, ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Seconds
+from malaunch.params import Integer, Seconds, Text
+from malaunch.params import Path as ParamPath
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source
-from malaunch.wording import did_you_mean, noun_for, ranks
-
-
-class Commands(click.Group):
-    """A group whose unknown subcommand is one line naming the closest one, if any is close
-    (click 8.1 names none; later versions their own pick)."""
-
-    def resolve_command(
-        self, ctx: click.Context, args: List[str]
-    ) -> Tuple[Optional[str], Optional[click.Command], List[str]]:
-        name = args[0] if args else ""
-        if not (name.startswith("-") or ctx.resilient_parsing or self.get_command(ctx, name)):
-            shown = f"`{ctx.command_path} {{}}`"
-            hint = did_you_mean(name, self.list_commands(ctx), shown=shown)
-            msg = f"no such command: {ctx.command_path} {name}{hint}"
-            raise UsageError(msg)
-        return super().resolve_command(ctx, args)
+from malaunch.wording import noun_for, ranks
 
 
 @click.group(
-    cls=Commands,
+    cls=Group,
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"},
 )
 def tools() -> None:
@@ -78,7 +62,13 @@ def plugin_rows(plugins: PluginSet) -> List[Dict[str, Any]]:
 
 
 @tools.command("plugins")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--json",
+    "as_json",
+    envvar="MALAUNCH_PLUGINS_JSON",  # the twin is named after the option, not its parameter
+    is_flag=True,
+    help="Print JSON instead of a table.",
+)
 def plugins_command(as_json: bool) -> None:
     """Installed frameworks and topology sources, with package and version."""
     rows = plugin_rows(load_plugins(os.environ))
@@ -141,6 +131,8 @@ def _node_line(node: Node) -> str:
 @click.option(
     "--topology",
     "source",
+    envvar="MALAUNCH_TOPOLOGY_TOPOLOGY",  # named after the option, as every twin
+    type=Text(),
     default=AUTO,
     show_default=True,
     metavar="SOURCE",
@@ -160,11 +152,17 @@ def _node_line(node: Node) -> str:
 )
 @click.option(
     "--log-dir",
-    type=click.Path(file_okay=False),
+    type=ParamPath(file_okay=False),
     help="Where a template-2 rank table's template-1 form is written when MA_MOUNT_PATH is "
     "not set [default: $MA_LOG_DIR or ./malaunch-logs]",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the topology as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    envvar="MALAUNCH_TOPOLOGY_JSON",
+    is_flag=True,
+    help="Print the topology as JSON.",
+)
 def topology_command(
     source: str,
     nproc_per_node: Optional[int],
@@ -178,6 +176,9 @@ def topology_command(
     options = ResolveOptions(
         nproc_per_node=nproc_per_node, wait_timeout=wait_timeout, log_dir=str(directory)
     )
+    if source != AUTO:
+        with about("--topology"):
+            plugins.source(source)
     topology = resolve_topology(plugins, os.environ, source, options)
     warn_about_missing_data(topology)
     if as_json:
@@ -186,7 +187,7 @@ def topology_command(
         click.echo(render_topology(topology))
 
 
-@tools.group("ranktable", cls=Commands)
+@tools.group("ranktable")
 def ranktable_group() -> None:
     """Check and convert HCCL rank tables."""
 
@@ -196,29 +197,35 @@ def ranktable_group() -> None:
 
 
 @ranktable_group.command("validate")
-@click.argument("path", metavar="FILE", type=click.Path(readable=False, path_type=Path))
+@click.argument("path", metavar="FILE", type=ParamPath(readable=False, path_type=Path))
 def ranktable_validate(path: Path) -> None:
     """Check FILE and print what it describes."""
     click.echo(source.describe_file(path))
 
 
 @ranktable_group.command("convert")
-@click.argument("source_file", metavar="SOURCE", type=click.Path(readable=False, path_type=Path))
-@click.argument("target", type=click.Path(readable=False, path_type=Path))
+@click.argument("source_file", metavar="SOURCE", type=ParamPath(readable=False, path_type=Path))
+@click.argument("target", type=ParamPath(readable=False, path_type=Path))
 def ranktable_convert(source_file: Path, target: Path) -> None:
     """Write the template-1 (v1.0) equivalent of SOURCE to TARGET."""
     click.echo(source.convert_file(source_file, target))
 
 
 @ranktable_group.command("generate", short_help="Write this server's v1.0 rank table to OUT.")
-@click.argument("out", type=click.Path(readable=False, path_type=Path))
+@click.argument("out", type=ParamPath(readable=False, path_type=Path))
 @click.option(
-    "--devices", default="0-7", show_default=True, help="This server's NPUs: 0-7, 0,1,2,3 or [0,8)."
+    "--devices",
+    type=Text(),
+    default="0-7",
+    show_default=True,
+    help="This server's NPUs: 0-7, 0,1,2,3 or [0,8).",
 )
-@click.option("--server-id", help="Default: this host's IP, as hccl_tools.py finds it.")
+@click.option(
+    "--server-id", type=Text(), help="Default: this host's IP, as hccl_tools.py finds it."
+)
 @click.option(
     "--hccn-conf",
-    type=click.Path(readable=False, path_type=Path),
+    type=ParamPath(readable=False, path_type=Path),
     default="/etc/hccn.conf",
     show_default=True,
     help="The file that gives each NPU's address (address_<id>=...).",
@@ -256,6 +263,3 @@ def render_command(args: Tuple[str, ...]) -> int:
     from malaunch.cli import render  # noqa: PLC0415 (start-up cost, see simulate_command)
 
     return render.main(args, os.environ)
-
-
-show_variables(tools)
