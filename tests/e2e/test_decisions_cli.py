@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import List
 
 from malaunch.testing import run_cli
+from malaunch.testing.commands import run_dir
 
 # Rank 1 exits with the code of its attempt (the last code for later ones, 0 past the list);
 # rank 0 waits to be stopped, so that rank 1's failure always finds it running.
@@ -23,7 +24,7 @@ WORKER = (
 
 
 def launcher_lines(tmp_path: Path, codes: str, *options: str, nproc: int = 2) -> List[str]:
-    """The launcher's lines up to its summary, pids and times replaced by N."""
+    """The launcher's lines up to its summary, pids replaced by N and the run folder by RUN."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     args = ["--framework", "torch_ddp", "--nproc-per-node", str(nproc)]
@@ -31,7 +32,8 @@ def launcher_lines(tmp_path: Path, codes: str, *options: str, nproc: int = 2) ->
     result = run_cli([*args, "--", sys.executable, str(script), codes], cwd=tmp_path)
     lines = result.stderr.splitlines()
     end = next(i for i, line in enumerate(lines) if line.startswith("malaunch: info: summary:"))
-    return [re.sub(r"pid \d+", "pid N", line) for line in lines[: end + 1]]
+    run = str(run_dir(tmp_path / "logs"))
+    return [re.sub(r"pid \d+", "pid N", line).replace(run, "RUN") for line in lines[: end + 1]]
 
 
 def test_a_code_outside_restart_on_says_no_restart_and_why(tmp_path: Path) -> None:
@@ -40,8 +42,7 @@ def test_a_code_outside_restart_on_says_no_restart_and_why(tmp_path: Path) -> No
         "malaunch: info: starting ranks 0-1 (2 processes)",
         "malaunch: error: rank 1 (pid N) exited with code 3; stopping 1 other process",
         "malaunch: warning: no restart: exit code 3 is not in --restart-on 1,70-79",
-        f"malaunch: info: summary: exit code 3, first failure: rank 1 ({tmp_path}/logs/"
-        "malaunch-summary.json)",
+        "malaunch: info: summary: exit code 3, first failure: rank 1 (RUN/malaunch-summary.json)",
     ]
 
 
@@ -70,8 +71,8 @@ def test_each_restart_is_said_with_its_back_off_then_the_attempt_it_starts(
         "malaunch: info: attempt 2: starting ranks 0-2 (3 processes)",
         failed.format(5),
         "malaunch: warning: no restart left: --max-restarts 2 used up",
-        f"malaunch: info: summary: exit code 5, first failure: rank 1, after 2 restarts "
-        f"({tmp_path}/logs/malaunch-summary.json)",
+        "malaunch: info: summary: exit code 5, first failure: rank 1, after 2 restarts "
+        "(RUN/malaunch-summary.json)",
     ]
 
 
@@ -87,8 +88,7 @@ def test_without_restarts_asked_for_nothing_more_is_said(tmp_path: Path) -> None
     assert lines == [
         "malaunch: info: starting ranks 0-1 (2 processes)",
         "malaunch: error: rank 1 (pid N) exited with code 3; stopping 1 other process",
-        f"malaunch: info: summary: exit code 3, first failure: rank 1 ({tmp_path}/logs/"
-        "malaunch-summary.json)",
+        "malaunch: info: summary: exit code 3, first failure: rank 1 (RUN/malaunch-summary.json)",
     ]
 
 

@@ -17,7 +17,7 @@ from malaunch.plugins import load_plugins
 from malaunch.testing import clean_env, run_cli
 
 # Capitals in a description that are words, not placeholders of the usage line.
-ACRONYMS = {"HCCL", "JSON", "HTML", "SVG", "YAML", "CPU", "GPU", "NPU", "DIR", "OK"}
+ACRONYMS = {"HCCL", "JSON", "HTML", "SVG", "YAML", "CPU", "GPU", "NPU", "DIR", "OK", "UTC"}
 HELP = ("-h", "--help")
 
 
@@ -92,7 +92,7 @@ def test_every_option_shows_its_variable_and_says_what_it_does(
     path: List[str], command: click.Command
 ) -> None:
     entries = _entries(_help(path).get("Options", []))
-    options = [p for p in command.params if isinstance(p, click.Option)]
+    options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
     assert len(entries) == len(options) + 1, entries  # and -h, --help
     for term, text in entries:
         if term.startswith(HELP):
@@ -125,10 +125,12 @@ def test_no_command_line_is_cut_off(path: List[str], command: click.Command) -> 
 def test_the_variable_shown_is_the_one_read() -> None:
     """The help of a tool command names MALAUNCH_<COMMAND>_<PARAMETER>, and that is read."""
     entries = dict(_entries(_help(["topology"])["Options"]))
-    assert "[env var: MALAUNCH_TOPOLOGY_SOURCE; default: auto]" in entries["--topology SOURCE"]
-    result = run_cli(["topology"], env=clean_env({"MALAUNCH_TOPOLOGY_SOURCE": "nonesuch"}))
+    assert "[env var: MALAUNCH_TOPOLOGY_TOPOLOGY; default: auto]" in entries["--topology SOURCE"]
+    result = run_cli(["topology"], env=clean_env({"MALAUNCH_TOPOLOGY_TOPOLOGY": "nonesuch"}))
     assert result.code == 78
-    assert result.stderr.startswith("malaunch: error: unknown topology source 'nonesuch' ")
+    assert result.stderr.startswith(
+        "malaunch: error: MALAUNCH_TOPOLOGY_TOPOLOGY: unknown topology source 'nonesuch' "
+    )
 
 
 def test_render_says_what_num_workers_is_there() -> None:
@@ -136,13 +138,13 @@ def test_render_says_what_num_workers_is_there() -> None:
     every pod: its help says so, and a value is refused."""
     entries = dict(_entries(_help(["render"])["Options"]))
     assert entries["--num-workers INTEGER"] == (
-        "Not for render: --num-workers runs a whole TensorFlow cluster in one container; a "
-        "job's worker pods are --nodes (its ps pods --num- ps).  [env var: MALAUNCH_NUM_WORKERS]"
+        "Not for a rendered job: it plans a whole cluster on one machine; the manifest "
+        "describes the cluster with --nodes and --num-ps.  [env var: MALAUNCH_NUM_WORKERS]"
     )
     args = ["render", "tfjob", "--nodes", "2", "--num-workers", "3", "--image", "img"]
     result = run_cli([*args, "--framework", "tensorflow_ps", "--", "python", "t.py"])
     assert result.code == 64
     assert result.stderr == (
-        "malaunch: error: render: --num-workers runs a whole TensorFlow cluster in one "
-        "container; a job's worker pods are --nodes (its ps pods --num-ps)\n"
+        "malaunch: error: render: not for a rendered job: --num-workers (it plans a whole "
+        "cluster on one machine; the manifest describes the cluster with --nodes and --num-ps)\n"
     )

@@ -14,6 +14,7 @@ from typing import List
 import pytest
 
 from malaunch.testing import clean_env, run_cli
+from malaunch.testing.commands import run_dir
 
 SOURCES = (
     "kubeflow, local, mindx, mindx-pytorch, mindx-tensorflow, ranktable, slurm, tf-config, "
@@ -83,29 +84,33 @@ def test_every_option_is_suggested_for_its_underscore_and_upper_case_spellings()
         (
             ["--framework", "pytorch"],
             64,
-            "unknown framework 'pytorch' (did you mean torch_ddp?); see `malaunch plugins`",
+            "--framework: unknown framework 'pytorch' (did you mean torch_ddp?); see `malaunch "
+            "plugins`",
         ),
         (
             ["--framework", "TORCH_DDP"],
             64,
-            "unknown framework 'TORCH_DDP' (did you mean torch_ddp?); see `malaunch plugins`",
+            "--framework: unknown framework 'TORCH_DDP' (did you mean torch_ddp?); see `malaunch "
+            "plugins`",
         ),
         # nothing close: a plugin that is not installed (78), the installed ones listed
         (
             ["--framework", "horovod"],
             78,
-            "unknown framework 'horovod' (installed: mindspore, tensorflow_ps, torch_ddp); "
+            "--framework: unknown framework 'horovod' (installed: mindspore, tensorflow_ps, "
+            "torch_ddp); "
             "see `malaunch plugins`",
         ),
         (
             ["--framework", "torch_ddp", "--topology", "volcan"],
             64,
-            "unknown topology source 'volcan' (did you mean volcano?); see `malaunch plugins`",
+            "--topology: unknown topology source 'volcan' (did you mean volcano?); see "
+            "`malaunch plugins`",
         ),
         (
             ["--framework", "torch_ddp", "--topology", "octopus"],
             78,
-            f"unknown topology source 'octopus' (installed: {SOURCES}, or auto); see "
+            f"--topology: unknown topology source 'octopus' (installed: {SOURCES}, or auto); see "
             "`malaunch plugins`",
         ),
     ],
@@ -123,7 +128,7 @@ def test_the_topology_command_suggests_a_source_too() -> None:
     result = run_cli(["topology", "--topology", "tf_ps"])
     assert result.code == 64
     assert result.stderr == (
-        "malaunch: error: unknown topology source 'tf_ps' (did you mean tf-ps?); see "
+        "malaunch: error: --topology: unknown topology source 'tf_ps' (did you mean tf-ps?); see "
         "`malaunch plugins`\n"
     )
 
@@ -269,7 +274,7 @@ def test_variables_of_other_commands_and_of_malaunch_itself_are_no_typo(tmp_path
         {
             "MALAUNCH_XYZZY": "1",  # nothing close
             "MALAUNCH_NODES": "2",  # simulate's and render's
-            "MALAUNCH_TOPOLOGY_SOURCE": "local",  # the topology command's
+            "MALAUNCH_TOPOLOGY_TOPOLOGY": "local",  # the topology command's
             "MALAUNCH_DISABLE_PLUGINS": "example",  # read by the plugin loader
             "MALAUNCH_VOLCANO_DIR": str(tmp_path),  # read by the volcano source
             "MALAUNCH_FRAMEWORK": "torch_ddp",
@@ -298,5 +303,5 @@ def test_one_warning_for_a_simulation_and_none_from_its_workers(tmp_path: Path) 
         "malaunch: warning: MALAUNCH_FRAMEWRK matches no option of malaunch (did you mean "
         "MALAUNCH_FRAMEWORK?); ignored"
     ]
-    worker_log = (tmp_path / "logs" / "node-1" / "worker-1.log").read_text()
+    worker_log = (run_dir(tmp_path / "logs") / "node-1" / "worker-1.log").read_text()
     assert "torch_ddp" in [row["name"] for row in json.loads(worker_log)]
