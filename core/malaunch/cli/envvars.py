@@ -27,6 +27,8 @@ NOT_OPTIONS = {
     "MALAUNCH_VOLCANO_DIR": "read: Volcano's host-file folder instead of /etc/volcano",
     "MALAUNCH_DISABLE_PLUGINS": "read: entry-point names of plugins not to load",
     "MALAUNCH_UPDATE_GOLDEN": "the project's tests: rewrite the golden dry-run plans",
+    "MALAUNCH_HOSTILE_EXAMPLES": "the project's tests: values per target of the hostile suite",
+    "MALAUNCH_HOSTILE_RANDOM": "the project's tests: new values each run of the hostile suite",
 }
 # A malaunch started by a malaunch (a worker's, a simulated node's launcher) inherits the
 # variables its parent was started with: its parent has warned about them already.
