@@ -238,6 +238,16 @@ def test_a_script_without_python_says_how_to_run_it(
     assert not (tmp_path / "logs").exists()
 
 
+def test_a_simulation_says_it_once_before_any_node_starts(tmp_path: Path) -> None:
+    _script(tmp_path, "print('hi')\n", False)
+    args = ["simulate", "--nodes", "2", "--framework", "torch_ddp", "train.py"]
+    result = run_cli([*args, "--log-dir", str(tmp_path / "logs")], cwd=tmp_path)
+    assert result.code == 64
+    assert result.stderr == (
+        "malaunch: error: 'train.py' is not a program on PATH: did you mean `python train.py`?\n"
+    )
+
+
 def test_an_executable_script_with_its_interpreter_line_runs(tmp_path: Path) -> None:
     _script(tmp_path, f"#!{sys.executable}\nprint('hi')\n", True)
     args = ["--framework", "torch_ddp", "--log-dir", str(tmp_path / "logs"), "./train.py"]

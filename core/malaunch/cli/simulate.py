@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 import click
 
 from malaunch.cli.command import Command
-from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import keep_runs_option
+from malaunch.cli.launch import build_launch_command, check_program
+from malaunch.cli.options import keep_runs_option, parse_env_pairs
 from malaunch.errors import UsageError
 from malaunch.files import check_directory
 from malaunch.log import logger
@@ -175,6 +175,7 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if not command and not values["dry_run"]:
         msg = "simulate: no command given: malaunch simulate ... --framework NAME -- COMMAND"
         raise UsageError(msg)
+    check_program(command, parse_env_pairs(values["env"]))  # once here, not once per node
     platform = values["platform"]
     if platform is None:
         platform, why = default_platform(values["framework"])

@@ -213,12 +213,13 @@ class NodeRun:
         plan = self.plan
         if number > 0 and self.replan is not None:
             plan = self.replan(number, port if isinstance(port, int) else None)
-        if self.options.say_start:
-            # While the ranks import torch, the console would otherwise say nothing.
-            attempt = f"attempt {number}: " if number > 0 else ""
-            count = plural(len(plan.processes), "process")
-            logger.info(f"{attempt}starting {describe_all(plan.processes)} ({count})")
         children, error = self._spawn(plan, number)
+        if self.options.say_start and error is None:
+            # While the ranks import torch, the console would otherwise say nothing. Said once
+            # they are spawned: the logger's first message costs ~70 ms (malaunch.log).
+            attempt = f"attempt {number}: " if number > 0 else ""
+            count = plural(len(children), "process")
+            logger.info(f"{attempt}starting {describe_all([c.spec for c in children])} ({count})")
         group = Group(
             self.loop,
             children,
