@@ -13,7 +13,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import click
 
@@ -105,8 +105,13 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         log_dir = run.path
         resolve_options, plan_options = plan_inputs(params, log_dir, framework_values)
 
-        def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
-            """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
+        def make_plan(
+            attempt: int = 0,
+            master_port: Optional[int] = None,
+            hosts: Optional[Mapping[int, str]] = None,
+        ) -> LaunchPlan:
+            """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port and
+            the addresses replaced nodes came from."""
             del attempt
             return build_plan(
                 plugins,
@@ -119,6 +124,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
                 master=(params["master_addr"], master_port or params["master_port"]),
                 extra_env=extra_env,
                 conda_env=params["conda_env"],
+                hosts=hosts,
                 cpus=cpus,
             )
 
@@ -281,6 +287,7 @@ def restart_policy(params: Dict[str, Any]) -> RestartPolicy:
         backoff=parse_backoff(params["restart_backoff"]),
         min_uptime=params["min_uptime"],
         restart_on=parse_codes(params["restart_on"]),
+        rejoin_timeout=params["rejoin_timeout"],
     )
 
 

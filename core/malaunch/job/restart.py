@@ -12,26 +12,35 @@ import dataclasses
 import math
 import random
 import signal
-from typing import Callable, FrozenSet, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from malaunch.errors import ExitCode, UsageError
 from malaunch.numbers import MAX_SECONDS, parse_seconds
 from malaunch.wording import spans
 
 DEFAULT_BACKOFF = "1:30"
-# Failures that no restart can mend: the platform stopped this launcher, or a node is gone.
+# How long the others wait for a lost node's replacement (docs/job.md says why): a pod on a
+# new machine waits for the scheduler and pulls a training image of 10-20 GB, minutes.
+DEFAULT_REJOIN_TIMEOUT = 600.0
+# Failures that no restart can mend: the platform stopped this launcher, or a node is gone
+# (both are *replaced* instead, while restarts remain: :func:`replacement`).
 NEVER_RESTARTED = ("signal", "lost", "absent")
+# A node launcher gone (killed, its machine lost) or stopped by its platform (evicted): its
+# replacement may join the job in its place.
+REPLACEABLE = ("lost", "signal")
 
 
 @dataclasses.dataclass(frozen=True)
 class RestartPolicy:
     """``max_restarts`` restarts, ``backoff`` (base, max) seconds, failures after
-    ``min_uptime`` seconds only, exit codes in ``restart_on`` only (None: any)."""
+    ``min_uptime`` seconds only, exit codes in ``restart_on`` only (None: any); a lost node's
+    replacement is waited for up to ``rejoin_timeout`` seconds (0: never)."""
 
     max_restarts: int = 0
     backoff: Tuple[float, float] = (1.0, 30.0)
     min_uptime: float = 0.0
     restart_on: Optional[FrozenSet[int]] = None
+    rejoin_timeout: float = DEFAULT_REJOIN_TIMEOUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +52,12 @@ class Decision:
     delay: float
     reason: str
     said: Optional[str] = None
+
+    def fields(self) -> Dict[str, Any]:
+        """What a ``stop`` for a restart carries: the decision and delay for every node's
+        summary, and what every node's console says (``said``)."""
+        said = {"said": self.said} if self.said else {}
+        return {"decision": self.reason, "delay": self.delay, **said}
 
 
 def decide(
@@ -75,6 +90,25 @@ def decide(
     reason = f"restart {restarts_done + 1} of {policy.max_restarts}"
     after = f"after a {delay:.1f}s back-off" if delay > 0 else "at once"
     return Decision(True, delay, reason, f"{reason} {after}")
+
+
+def replacement(policy: RestartPolicy, restarts_done: int, node: int) -> Decision:
+    """Wait for a replacement of lost node ``node`` (the next attempt counts as a restart,
+    started as soon as it has joined: no back-off), or end the job. Node 0's coordinator
+    decides this for a lost node, and the other nodes alike for a lost node 0."""
+    if policy.rejoin_timeout <= 0:
+        reason = "--rejoin-timeout 0: a lost node is not replaced"
+        return Decision(
+            False, 0.0, reason, f"no restart: {reason}" if policy.max_restarts else None
+        )
+    if policy.max_restarts == 0:
+        return Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
+    if restarts_done >= policy.max_restarts:
+        reason = f"--max-restarts {policy.max_restarts} used up"
+        return Decision(False, 0.0, reason, f"no restart left: {reason}")
+    # (said by every node from the stop that waits: "node 1 lost: waiting up to 300s ...")
+    waiting = f"waiting up to {policy.rejoin_timeout:g}s for node {node}'s replacement"
+    return Decision(True, 0.0, f"restart {restarts_done + 1} of {policy.max_restarts}: {waiting}")
 
 
 def backoff_delay(

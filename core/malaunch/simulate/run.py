@@ -297,6 +297,7 @@ def supervise_nodes(
         tail_lines=values["tail_lines"],
         tail_reader=node_failure_tail,
         say_start=False,
+        replace_lost=values["replace_lost"],  # the platform's part: a kubelet's restart
         run_started=folder.started,
         console_raw=values["console_raw"],
     )

@@ -14,7 +14,10 @@ JSON shape (a contract for platforms and tests)::
      "hang": {hang record} | null,                  # --hang-timeout: rank, node, seconds
                                                     # silent, stack_file, culprits, groups
      "restarts": int,
-     "attempts": [{"attempt", "exit_code", "failure", "decision", "delay"}],
+     "attempts": [{"attempt", "exit_code", "failure", "decision", "delay",
+                   "losses": [{"node", "lost_at", "rejoin_seconds"}]}],   # nodes lost in it:
+                                                    # when (epoch s), and how long until its
+                                                    # replacement joined (null: never)
      "processes": [{"role", "rank", "local_rank", "pid", "exit_code", "signal",
                     "start_time", "end_time", "log_file", "service",
                     "cpus"}],                      # cpus: --cpu-bind's CPU list, or null
@@ -47,6 +50,7 @@ from typing import Any, Dict, List, Optional
 
 from malaunch.errors import ExitCode
 from malaunch.files import write_atomic
+from malaunch.job.coordinator import CAPTURE_TIMEOUT
 from malaunch.log import logger
 from malaunch.supervisor.attempt import describe_failure
 from malaunch.supervisor.errorfile import error_lines, read_error_file
@@ -56,7 +60,7 @@ from malaunch.supervisor.output import describe
 from malaunch.supervisor.runs import SUMMARY as SUMMARY_FILE
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import TailReader, own_log
-from malaunch.wording import plural
+from malaunch.wording import plural, ranks
 
 FIRST_FAILURE_MARK = "<- first failure"
 
@@ -107,7 +111,8 @@ def build_summary(
         "stopped_by": job_failure if last.exit_code == ExitCode.PEER_FAILED else None,
         "job_failure": job_failure,
         "hang": last.hang,
-        "restarts": len(outcomes) - 1,
+        # The attempt number (a replacement launcher joins the job at attempt N, not 0).
+        "restarts": max((o.attempt for o in outcomes if o.children), default=0),
         "attempts": [_attempt_entry(outcome) for outcome in outcomes],
         "processes": [process_entry(child) for child in last.children],
     }
@@ -121,6 +126,7 @@ def _attempt_entry(outcome: Outcome) -> Dict[str, Any]:
         "failure": outcome.job_failure,
         "decision": verdict.get("decision"),
         "delay": verdict.get("delay"),
+        "losses": outcome.losses,
     }
 
 
@@ -200,11 +206,8 @@ def report(
     if not last.children:
         return  # nothing started: the error that says why is the one line to read
     logger.info(f"summary: {head}" + (f" ({path})" if path else ""))
-    hang = summary["hang"]
-    if hang is not None:
-        # The reason names the odd ranks, if any (malaunch.hang.blame).
-        nobody = "" if hang.get("culprits") else ": no rank singled out"
-        logger.info(f"  hang: {hang.get('reason', '')}{nobody}")
+    if summary["hang"] is not None:
+        logger.info(f"  {hang_line(summary['hang'])}")
     for line in table_lines(last):
         logger.info(f"  {line}")
     if console_dropped:
@@ -214,6 +217,18 @@ def report(
             f"{log_dir} hold every line"
         )
     _show_failure(summary.get("first_failure") or summary.get("job_failure"))
+
+
+def hang_line(hang: Dict[str, Any]) -> str:
+    """``hang: rank 1 is elsewhere, in ...`` (the reason names the odd ranks, if any:
+    :mod:`malaunch.hang.blame`), and the nodes whose stacks node 0 did not wait for."""
+    line = f"hang: {hang.get('reason', '')}"
+    if not hang.get("culprits"):
+        line += ": no rank singled out"
+    silent = [node for node in hang.get("nodes_silent") or () if isinstance(node, int)]
+    if silent:
+        line += f" (no stacks from {ranks(silent, 'node')} within {CAPTURE_TIMEOUT:g}s)"
+    return line
 
 
 def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
