@@ -123,7 +123,8 @@ def test_the_report_of_a_simulation_gives_each_attempt_the_jobs_code(
         "7",
         "rank 1 on node 1 exited with code 7",
         "no restarts allowed (--max-restarts 0)",
-        "-",
+        "-",  # restart delay
+        "-",  # nodes lost
     ]
 
 
