@@ -52,8 +52,7 @@ def test_kubeflow_trainer_v2_summary(base: Dict[str, str]) -> None:
     assert "nodes:       2 (this node: 1)" in lines
     assert "world size:  16" in lines
     assert (
-        " * node 1: llama-trainer-node-0-1.llama llama-trainer-node-0-1 ranks 8-15 devices "
-        + ("0,1,2,3,4,5,6,7")
+        " * node 1: llama-trainer-node-0-1.llama ranks 8-15 on devices " + ("0,1,2,3,4,5,6,7")
         in lines
     )
 
