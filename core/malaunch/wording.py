@@ -46,6 +46,13 @@ def spans(numbers: Iterable[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
+def listing(items: Sequence[str]) -> str:
+    """``A``, ``A and B``, ``A, B and C``: names said as a list is said."""
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def ranks(numbers: Sequence[int], noun: str = "rank") -> str:
     """``rank 3``, ``ranks 0-3,5``: ranks (or nodes) named with their noun."""
     return f"{noun_for(len(set(numbers)), noun)} {spans(numbers)}"

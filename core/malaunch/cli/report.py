@@ -33,6 +33,7 @@ from malaunch.wording import plural
 @click.option(
     "--run",
     "run_name",
+    envvar="MALAUNCH_REPORT_RUN",  # named after the option, as every twin
     type=Text(),
     metavar="NAME",
     help="Report the run NAME (a run-... folder) of the log dir, not the latest.",
