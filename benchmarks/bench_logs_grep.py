@@ -8,7 +8,7 @@
    --grep P`` wall time for a pattern that keeps 1 line in 1,000, one that keeps every other
    line and one that keeps all, median of the runs.
 3. From a signal to the end of ``malaunch logs``: reading once into a pipe nobody reads
-   (blocked in a write), following into such a pipe, and following with nothing new (waiting
+   (waiting for room), following into such a pipe, and following with nothing new (waiting
    between polls). Median and worst of the runs.
 
 Nothing here asserts a time: this is a measurement; the tests are in tests/.
@@ -18,20 +18,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from malaunch.logs.select import Grep
 
 MALAUNCH = str(Path(sys.executable).with_name("malaunch"))
 RE_TIMEOUT = 30.0
+Ready = Callable[["subprocess.Popen[bytes]"], bool]  # whether to send the signal now
 PYTHON_RE = "import re, sys; re.search(r'(a+)+$', 'a' * int(sys.argv[1]) + '!')"
 
 
@@ -91,8 +95,19 @@ def grep_walls(log_dir: Path, reps: int) -> None:
         print(f"| `{pattern}` | {printed:,} | {statistics.median(walls):.3f} s |")
 
 
-def blocked(proc: subprocess.Popen[bytes]) -> bool:
-    return "pipe_write" in Path(f"/proc/{proc.pid}/wchan").read_text()
+def stalled() -> Ready:
+    """Whether the command's pipe is full and has not changed over 5 looks: it waits for
+    room (in a write, or in the console writer's poll)."""
+    seen: List[int] = []
+
+    def check(proc: subprocess.Popen[bytes]) -> bool:
+        assert proc.stdout is not None
+        held = struct.unpack("i", fcntl.ioctl(proc.stdout, termios.FIONREAD, b"\0" * 4))[0]
+        seen.append(held)
+        time.sleep(0.04)
+        return len(seen) > 5 and held >= 32 << 10 and len(set(seen[-5:])) == 1
+
+    return check
 
 
 def stop_latency(args: List[str], ready: Callable[[subprocess.Popen[bytes]], bool]) -> float:
@@ -115,21 +130,21 @@ def stop_latency(args: List[str], ready: Callable[[subprocess.Popen[bytes]], boo
             proc.stdout.close()
 
 
+def idle() -> Ready:
+    """Whether the command has run 2 s: past its first read, polling."""
+    start = time.monotonic()
+    return lambda _proc: time.monotonic() - start > 2.0
+
+
 def stop_latencies(log_dir: Path, reps: int) -> None:
-    started: Dict[int, float] = {}
-
-    def idle(proc: subprocess.Popen[bytes]) -> bool:  # past its first read, polling
-        started.setdefault(proc.pid, time.monotonic())
-        return time.monotonic() - started[proc.pid] > 2.0
-
-    cases = {
-        "read once, blocked writing to a stalled pipe": (["logs", str(log_dir)], blocked),
-        "--follow, blocked writing to a stalled pipe": (["logs", "-f", str(log_dir)], blocked),
+    cases: Dict[str, Tuple[List[str], Callable[[], Ready]]] = {
+        "read once, waiting for a stalled pipe": (["logs", str(log_dir)], stalled),
+        "--follow, waiting for a stalled pipe": (["logs", "-f", str(log_dir)], stalled),
         "--follow, idle between polls": (["logs", "-f", str(log_dir), "--grep", "^$"], idle),
     }
     print("| SIGINT while ... | to exit: median | worst |\n|---|---|---|")
     for what, (args, ready) in cases.items():
-        seconds = [stop_latency(args, ready) for _ in range(reps)]
+        seconds = [stop_latency(args, ready()) for _ in range(reps)]
         print(f"| {what} | {statistics.median(seconds) * 1000:.1f} ms | "
               f"{max(seconds) * 1000:.1f} ms |")  # fmt: skip
 
