@@ -22,7 +22,7 @@ Limits (SPEC §3: checked before anything is allocated):
 from __future__ import annotations
 
 import math
-from typing import Iterable, List, Type
+from typing import Type
 
 from malaunch.errors import MalaunchError, TopologyError, UsageError
 
@@ -83,18 +83,6 @@ def parse_seconds(
         msg = f"{what}: expected a number of seconds from {minimum:g} to {maximum:g}"
         raise error(msg)
     return value
-
-
-def spans(numbers: Iterable[int]) -> str:
-    """``0-3,5,7-8``: the numbers sorted, each once, their runs folded (a list of nodes or ranks
-    in one short line, whatever their count)."""
-    runs: List[List[int]] = []
-    for number in sorted(set(numbers)):
-        if runs and number == runs[-1][1] + 1:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def check_world_size(nodes: int, per_node: int, how: str) -> None:

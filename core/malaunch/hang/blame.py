@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+from malaunch.wording import noun_for, spans
+
 UNKNOWN = "<no stack>"
 MAX_LISTED = 64  # ranks (or nodes) one list of the record names; the rest are counted
 MAX_GROUPS = 10  # frames listed, largest first
@@ -54,7 +56,7 @@ def odd_ones(entries: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
         largest, runner_up = len(ordered[0][1]), len(ordered[1][1])
         if largest > runner_up:
             culprits = sorted((r for _, ranks in ordered[1:] for r in ranks), key=_rank_key)
-            reason = f"most ranks wait in {ordered[0][0][:MAX_FRAME]}; these are elsewhere"
+            reason = _elsewhere(culprits, ordered)
         else:
             reason = "no place holds most of the ranks"
     verdict: Dict[str, Any] = {"culprits": culprits[:MAX_LISTED], "groups": listed[:MAX_GROUPS]}
@@ -74,24 +76,56 @@ def _group(frame: str, ranks: List[Any]) -> Dict[str, Any]:
 
 
 def hang_record(
-    hang: Mapping[str, Any], stacks: Mapping[int, Sequence[Mapping[str, Any]]]
+    hang: Mapping[str, Any], stacks: Mapping[int, Sequence[Mapping[str, Any]]], nnodes: int
 ) -> Dict[str, Any]:
     """The job's record of a hang: the silent rank as its node reported it (``hang``), the
     odd ones out of every node's ``stacks`` (node -> its ranks' entries), the silent rank's
-    stack file, and the nodes that reported (the first :data:`MAX_LISTED`, and their count)."""
+    stack file, the nodes that reported and those of the job's ``nnodes`` that did not (given
+    up on): of each, the first :data:`MAX_LISTED`, and past them their count."""
     entries = [entry for node_entries in stacks.values() for entry in node_entries]
     silent = (hang.get("node"), hang.get("rank"))
     hung = [e for e in entries if (e.get("node"), e.get("rank")) == silent]
-    nodes = sorted(stacks)
     record = {
         **hang,
         **odd_ones(entries),
         "stack_file": hung[0].get("file") if hung else None,
-        "nodes_reporting": nodes[:MAX_LISTED],
     }
-    if len(nodes) > MAX_LISTED:
-        record["nodes_reporting_count"] = len(nodes)
+    reporting = sorted(stacks)
+    for key, nodes in (
+        ("nodes_reporting", reporting),
+        ("nodes_silent", sorted(set(range(nnodes)) - set(stacks))),
+    ):
+        record[key] = nodes[:MAX_LISTED]
+        if len(nodes) > MAX_LISTED:
+            record[f"{key}_count"] = len(nodes)
     return record
+
+
+def _elsewhere(culprits: List[Any], ordered: List[Tuple[str, List[Any]]]) -> str:
+    """``rank 5 is elsewhere, in recv (socket.py:50), while ranks 0-4,6,7 wait in allreduce
+    (distributed.py:2100)``; with several places, each named with its ranks (the
+    :data:`MAX_GROUPS` largest, then how many more)."""
+    frame, most = ordered[0]
+    shown = ordered[1:MAX_GROUPS]
+    places = [f"{_named(ranks)} in {where[:MAX_FRAME]}" for where, ranks in shown]
+    if len(ordered) > MAX_GROUPS:
+        places.append(f"{len(ordered) - MAX_GROUPS} more places")
+    where = f"in {ordered[1][0][:MAX_FRAME]}" if len(places) == 1 else " and ".join(places)
+    verb = "is" if len(culprits) == 1 else "are"
+    most_named = _named(most)
+    waiting = f"{most_named} wait in {frame[:MAX_FRAME]}"
+    return f"{_named(culprits)} {verb} elsewhere, {where}, while {waiting}"
+
+
+def _named(ranks: List[Any]) -> str:
+    """``rank 5``, ``ranks 0-4,6``; ranks that are not numbers as they are; past
+    :data:`MAX_FRAME` characters, cut short (``ranks 0,2,4,...``)."""
+    numbers = [rank for rank in ranks if isinstance(rank, int) and not isinstance(rank, bool)]
+    others = [str(rank) for rank in ranks if rank not in numbers]
+    text = spans(numbers) + (", " if numbers and others else "") + ", ".join(others)
+    if len(text) > MAX_FRAME:
+        text = text[: max(text.rfind(",", 0, MAX_FRAME), 1)] + ",..."
+    return f"{noun_for(len(ranks), 'rank')} {text}"
 
 
 def _rank_key(rank: Any) -> Tuple[int, int]:

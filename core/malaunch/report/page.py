@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from malaunch import __version__
-from malaunch.numbers import spans
 from malaunch.report import sections
 from malaunch.report.failures import describe
 from malaunch.report.model import JobReport, LogFile, NodeReport, Row
 from malaunch.report.read import as_dict, as_int, as_list, as_str, dicts
 from malaunch.report.timeline import ESTIMATED, clock, outcome_colours, seconds, timeline_svg
+from malaunch.wording import plural, spans
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; color: #1d232a; margin: 24px auto;
@@ -79,9 +79,9 @@ def _header(job: JobReport) -> str:
     facts = [
         job.job_id or "",
         job.framework or "",
-        _count(len(job.nodes), "node"),
-        _count(processes, "process", "processes"),
-        _count(max(len(job.attempts), 1), "attempt"),
+        plural(len(job.nodes), "node"),
+        plural(processes, "process"),
+        plural(max(len(job.attempts), 1), "attempt"),
     ]
     parts = [
         f'<h1>malaunch report <span class="status {state}">{escape(status)}</span></h1>',
@@ -96,10 +96,6 @@ def _header(job: JobReport) -> str:
             f"(attempt {first.attempt})</p>"
         )
     return "".join(parts)
-
-
-def _count(number: int, singular: str, plural: str = "") -> str:
-    return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
 def _topology(job: JobReport) -> str:

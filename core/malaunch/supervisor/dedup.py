@@ -24,7 +24,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from malaunch.console import escape_bytes
 from malaunch.events import EventLoop, Timer
 from malaunch.models import ProcessSpec
-from malaunch.numbers import spans
 from malaunch.supervisor.output import (
     PREFIX_FIELDS,
     LineRelay,
@@ -33,6 +32,8 @@ from malaunch.supervisor.output import (
     fill_prefix,
     prefix_values,
 )
+from malaunch.wording import ranks as ranks_of
+from malaunch.wording import spans
 
 WINDOW = 0.2  # seconds: the ranks of one step print within milliseconds of each other
 CACHE_LIMIT = 4096  # folded prefixes kept: a job repeats a few sets of ranks, not thousands
@@ -125,7 +126,7 @@ def _folded(members: List[Member], template: Optional[str]) -> bytes:
         return fill_prefix(template, {name: _span(members, name) for name in PREFIX_FIELDS})
     ranks = sorted(m.key[1] for m in members if m.key[0] == 0)
     others = sorted(m.label for m in members if m.key[0] != 0)
-    parts = [f"rank{'s' if len(ranks) > 1 else ''} {spans(ranks)}"] if ranks else []
+    parts = [ranks_of(ranks)] if ranks else []
     return f"[{', '.join([*parts, *others])}] ".encode()
 
 

@@ -22,9 +22,9 @@ from malaunch.job.restart import Decision, replacement
 from malaunch.job.server import ChannelServer
 from malaunch.models import Topology
 from malaunch.net import free_port
-from malaunch.numbers import spans
 from malaunch.progress import LIVE_EVERY, Waiting
 from malaunch.supervisor.options import SuperviseOptions
+from malaunch.wording import spans
 
 SHOWN_NODES = 8  # nodes named one by one in the wait's line; past it, spans
 MAX_SPANS_TEXT = 200  # characters of spans in that line

@@ -32,6 +32,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 from malaunch.errors import TopologyError
 from malaunch.numbers import is_plain_int
 from malaunch.topology import envparse, kubeflow
+from malaunch.wording import listing
 
 # The source ``auto`` falls back to (malaunch.topology.local, registered by name like any other).
 FALLBACK_SOURCE = "local"
@@ -77,7 +78,7 @@ def check_not_nested(env: Mapping[str, str]) -> None:
     seen = [(name, who) for name, who in NESTED_VARS if envparse.get(env, name) is not None]
     if not seen:
         return
-    names = " and ".join(name for name, _ in seen)
+    names = listing([name for name, _ in seen])
     verb = "is" if len(seen) == 1 else "are"
     who = seen[0][1]
     msg = (

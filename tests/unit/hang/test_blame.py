@@ -41,7 +41,7 @@ def test_one_odd_rank_among_many() -> None:
             {"frame": WAIT, "ranks": [0, 1, 2, 3, 4, 6, 7]},
             {"frame": STUCK, "ranks": [5]},
         ],
-        "reason": f"most ranks wait in {WAIT}; these are elsewhere",
+        "reason": f"rank 5 is elsewhere, in {STUCK}, while ranks 0-4,6-7 wait in {WAIT}",
     }
 
 
@@ -54,6 +54,10 @@ def test_every_rank_outside_the_largest_group_is_named() -> None:
         {"frame": STUCK, "ranks": [1, 6]},
         {"frame": LOOP, "ranks": [3]},
     ]
+    assert verdict["reason"] == (
+        f"ranks 1,3,6 are elsewhere, ranks 1,6 in {STUCK} and rank 3 in {LOOP}, while ranks "
+        f"0,2,4,7 wait in {WAIT}"
+    )
 
 
 def test_all_in_one_place_names_nobody() -> None:
@@ -159,7 +163,7 @@ def test_the_record_of_any_hang_fits_one_message(
         for node in range(nodes)
     }
     silent = {"node": 0, "rank": 0, "role": "worker", "seconds_silent": 30.0}
-    record = hang_record(silent, stacks)
+    record = hang_record(silent, stacks, nodes)
     failure = {"kind": "hang", "node": 0, "rank": 0, "role": "worker", "code": 124}
     stop = {"t": "stop", "attempt": 0, "final": True, "failure": {**failure, "hang": record}}
     assert len(encode({**stop, "decision": "no restart left (--max-restarts 0)"})) <= MAX_MESSAGE
@@ -179,7 +183,7 @@ def test_the_record_of_any_hang_fits_one_message(
 def test_ten_thousand_ranks_in_one_collective_are_one_counted_group() -> None:
     stacks = {node: [{"node": node, "rank": node, "frames": [WAIT]}] for node in range(10_000)}
     stacks[7] = [{"node": 7, "rank": 7, "frames": [STUCK]}]
-    record = hang_record({"node": 7, "rank": 7}, stacks)
+    record = hang_record({"node": 7, "rank": 7}, stacks, 10_000)
     assert record["culprits"] == [7]
     assert record["groups"] == [
         {"frame": WAIT, "ranks": [r for r in range(MAX_LISTED + 1) if r != 7], "rank_count": 9999},

@@ -13,6 +13,7 @@ from malaunch.report.collect import collect
 from malaunch.report.model import LogFile
 from malaunch.report.page import render_page
 from malaunch.report.sections import href, link
+from malaunch.wording import spans
 
 from .runs import HOSTILE, Launcher, exit_failure, restarted_job
 
@@ -100,6 +101,11 @@ def test_a_damaged_run_still_renders(tmp_path: Path) -> None:
     (directory / "malaunch-summary.json").write_text(json.dumps(summary))
     page = render_page(collect(directory), tmp_path)
     assert "<h2>Topology</h2>" in page and 'id="failure-0"' in page
+
+
+def test_rank_spans() -> None:
+    assert spans([3, 0, 1, 2, 5, 7, 8]) == "0-3,5,7-8"
+    assert spans([]) == ""
 
 
 def test_the_structured_error_of_a_recorded_rank_is_shown_escaped(tmp_path: Path) -> None:

@@ -18,13 +18,13 @@ from typing import Any, Dict, Mapping
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.files import output_path
 from malaunch.models import ResolveOptions, Topology
-from malaunch.numbers import spans
 from malaunch.topology import envparse
 from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.identity import find_this_node
 from malaunch.topology.ranktable.read import Location, NotReady, read_once, wait_ready
-from malaunch.topology.ranktable.schema import Server, Table, gc_paused, plural
+from malaunch.topology.ranktable.schema import Server, Table, gc_paused
 from malaunch.topology.ranktable.write import converted_path, v1_text, write_table
+from malaunch.wording import plural, spans
 
 SOURCE_NAME = "ranktable"
 V1_VAR = "RANK_TABLE_FILE_V_1_0"

@@ -13,6 +13,7 @@ from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.read import NotReady, Ready, read_once
 from malaunch.topology.ranktable.schema import Table
 from malaunch.topology.ranktable.source import _load_now, describe_file
+from malaunch.wording import spans
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 SHARED = FIXTURES / "shared"
@@ -133,6 +134,12 @@ def test_missing_version_means_1_0_and_unknown_keys_are_ignored() -> None:
     raw["server_list"][0]["hardware_type"] = "800I-A2-32G"
     raw["server_list"][0]["device"][0]["dpu_ip"] = "203.0.113.1"
     assert parse_table(raw, "rank table t").version == "1.0"
+
+
+def test_spans() -> None:
+    assert spans([3, 0, 1, 2, 7, 5, 6]) == "0-3,5-7"
+    assert spans([4]) == "4"
+    assert spans([0, 2, 4]) == "0,2,4"
 
 
 def test_describe_file_summary() -> None:
