@@ -24,8 +24,8 @@ reported as a node launcher does. Measured (tests/e2e/swarm.py drives it):
 ``--json OUT`` writes one object for the last run, with the issue's keys (``nodes``,
 ``nodes_joined``, ``join_s``, ``node0_cpu_pct``, ``node0_rss_mb``, ``stop_s``, ``node0_pid``,
 ``node0_log_dir``), and ``runs``: every run's. The work folder is then kept, so that node 0's
-run folder (its summary and its manifest, which lists the job's N nodes) can be read. Nothing
-here asserts a time: the behaviour is tested in tests/e2e/test_job_scale.py.
+run folder can be read (its summary's ``nodes`` is the job's N, ``stopped_by`` the failed
+node). Nothing here asserts a time: the behaviour is tested in tests/e2e/test_job_scale.py.
 """
 
 from __future__ import annotations
@@ -161,11 +161,10 @@ def one_run(nodes: int, args: argparse.Namespace, work: Path) -> Dict[str, Any]:
         result["node0_rss_mb"] = memory.stop()
         folder = run_dir(job.log_dir)
         summary = json.loads((folder / "malaunch-summary.json").read_text())
-        manifest = json.loads((folder / "malaunch-run.json").read_text())
         result.update(
             node0_pid=pid,
             node0_log_dir=str(folder),
-            summary_nodes=len(manifest["topology"]["nodes"]),
+            summary_nodes=summary["nodes"],  # the job's node count, as node 0's summary says
             summary_stopped_by=summary.get("stopped_by"),
         )
     return result

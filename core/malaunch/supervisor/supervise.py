@@ -86,6 +86,7 @@ def supervise(
                 finished,
                 options.tail_reader,
                 console_dropped=dropped,
+                nodes=plan.topology.nnodes,
             )
         finally:
             reaper.close()
