@@ -320,15 +320,19 @@ class ChannelServer:
     # -- liveness -------------------------------------------------------------------------
 
     def _heartbeat(self) -> None:
+        """Beat every node; one that has not answered for the timeout is lost. A node only
+        answers beats, so when this beat comes late (node 0's own loop was held up, and sent
+        none), silence says nothing of the nodes: they are judged from the next beat on."""
         if self.closed:
             return
         now = self.loop.now()
+        judged = now - self._beat.when <= self.settings.heartbeat_interval
         timeout = self.settings.silence_timeout
         for peer in list(self.peers.values()):
             silent, stuck = now - peer.last_seen, peer.outbox.waited(now)
-            if silent > timeout:
+            if judged and silent > timeout:
                 self._drop(peer, f"no heartbeat for {silent:.1f}s")
-            elif stuck > SEND_TIMEOUT:
+            elif judged and stuck > SEND_TIMEOUT:
                 self._unsendable(peer, f"it took nothing for {stuck:.1f}s")
             else:
                 peer.outbox.write(PING)
