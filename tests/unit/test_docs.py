@@ -6,7 +6,7 @@ import ast
 import dataclasses
 import inspect
 from pathlib import Path
-from typing import Callable, List, Set, Type
+from typing import Callable, List, Optional, Set, Type
 
 import click
 import pytest
@@ -69,15 +69,21 @@ def test_model_fields_are_documented(model: Type[BaseModel]) -> None:
         assert f"`{name}`" in DOCS, f"{model.__name__}.{name}"
 
 
+def _functions(path: Optional[str]) -> List[str]:
+    assert path is not None
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+
+
 def test_author_kit_is_documented() -> None:
     # Read from the sources (malaunch.testing re-exports its modules' public names): pytest
     # wraps fixtures in objects that are not plain functions.
     functions: Set[str] = set()
-    for module in (builders, checks, commands, distributions, environment, fixtures, planning):
-        assert module.__file__ is not None
-        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-        functions.update(node.name for node in tree.body if isinstance(node, ast.FunctionDef))
+    for module in (builders, checks, commands, distributions, environment, planning):
+        functions.update(_functions(module.__file__))
     public = [name for name in testing.__all__ if name in functions]
+    # The fixtures are found by pytest through the pytest11 entry point, not imported.
+    public += [name for name in _functions(fixtures.__file__) if not name.startswith("_")]
     assert "make_topology" in public and "malaunch_plan" in public and "wait_gone" in public
     missing = [name for name in public if f"`{name}(" not in DOCS and f"`{name}`" not in DOCS]
     assert missing == []
