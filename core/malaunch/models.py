@@ -207,9 +207,25 @@ class Framework:
 
     ``options`` are click options the framework adds to the launch command; their values
     reach ``plan`` through ``PlanOptions.framework_options`` under the option's ``name``.
+
+    ``launcher_vars`` are the variables the framework's own launcher (``launcher``, a name for
+    messages such as ``torchrun``) gives every worker it starts: where one is set,
+    ``--topology auto`` refuses to start a job inside that worker (exit 65), naming the
+    framework. ``env_prefixes`` are the prefixes of the variables the framework owns
+    (``PADDLE_``): the test kit's ``clean_env`` removes them, and ``launcher_vars``, so that a
+    developer's shell does not leak into a plugin's tests.
     """
 
     name: str
     plan: PlanFn
     options: Sequence[click.Option] = ()
     help: str = ""
+    launcher: str = ""
+    launcher_vars: Sequence[str] = ()
+    env_prefixes: Sequence[str] = ()
+
+    def launched_by(self) -> str:
+        """Who starts a worker that has one of ``launcher_vars``, for messages."""
+        if self.launcher:
+            return f"{self.launcher} worker (framework {self.name})"
+        return f"worker of framework {self.name}'s launcher"

@@ -40,7 +40,7 @@ def resolve_topology(
     """
     if source != AUTO:
         return _with_data(plugins.source(source).resolve(environ, options), environ)
-    signs.check_not_nested(environ)
+    signs.check_not_nested(environ, plugins.launcher_vars())
     for candidate in plugins.auto_sources():
         assert candidate.detect is not None  # auto_sources() keeps only detectable ones
         if candidate.detect(environ):

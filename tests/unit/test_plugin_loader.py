@@ -195,3 +195,59 @@ def test_broken_hooks_are_plugin_errors(plugin: object, expected: str) -> None:
     with pytest.raises(PluginError, match=expected) as info:
         load_plugins(clean_env(), extra=_extra(plugin))
     assert "plugin 'fake' of distribution malaunch-fake 9.9" in str(info.value)
+
+
+class DeclaringPlugin:
+    """A framework that declares its launcher's variables and the prefixes it owns."""
+
+    def __init__(self, name: str, **declared: object) -> None:
+        self.name = name
+        self.declared = declared
+
+    @hookimpl
+    def malaunch_register_frameworks(self) -> List[Framework]:
+        return [Framework(name=self.name, plan=_no_plan, **self.declared)]  # type: ignore[arg-type]
+
+
+def test_declared_launcher_variables_and_prefixes_are_collected_by_name() -> None:
+    paddle = DeclaringPlugin(
+        "paddle",
+        launcher="paddle.distributed.launch",
+        launcher_vars=["PADDLE_TRAINER_ID", "GROUP_RANK"],
+        env_prefixes=["PADDLE_"],
+    )
+    plugins = load_plugins(clean_env(), extra=_extra(paddle))
+    declared = plugins.launcher_vars()
+    # In framework name order: mindspore, paddle, torch_ddp (never the order of loading).
+    assert declared == [
+        ("MS_NODE_ID", "msrun worker (framework mindspore)"),
+        ("PADDLE_TRAINER_ID", "paddle.distributed.launch worker (framework paddle)"),
+        ("GROUP_RANK", "paddle.distributed.launch worker (framework paddle)"),
+        ("TORCHELASTIC_RUN_ID", "torchrun worker (framework torch_ddp)"),
+        ("GROUP_RANK", "torchrun worker (framework torch_ddp)"),
+    ]
+    prefixes, names = plugins.owned_env()
+    assert {"MS_", "PADDLE_", "TF_", "TORCHELASTIC_"} <= set(prefixes)
+    assert names.count("GROUP_RANK") == 1
+    assert {"MS_NODE_ID", "PADDLE_TRAINER_ID", "TORCHELASTIC_RUN_ID"} <= set(names)
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        (
+            {"launcher_vars": "PADDLE_TRAINER_ID"},
+            "launcher_vars='PADDLE_TRAINER_ID'; expected a list of variable names",
+        ),
+        ({"env_prefixes": [""]}, "env_prefixes=['']; expected a list of variable names"),
+        ({"env_prefixes": ["PADDLE-"]}, "env_prefixes=['PADDLE-']; expected a list of"),
+        ({"launcher_vars": [1]}, "launcher_vars=[1]; expected a list of variable names"),
+        ({"launcher": None}, "framework 'decl': launcher must be a str"),
+    ],
+)
+def test_bad_declarations_are_plugin_errors(declared: dict[str, object], expected: str) -> None:
+    with pytest.raises(PluginError) as info:
+        load_plugins(clean_env(), extra=_extra(DeclaringPlugin("decl", **declared)))
+    assert str(info.value).startswith("plugin 'fake' of distribution malaunch-fake 9.9: ")
+    assert expected in str(info.value)
+    assert info.value.exit_code == ExitCode.CONFIG

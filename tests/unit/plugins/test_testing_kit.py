@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from malaunch.models import LaunchPlan, ProcessSpec, ResolveOptions
 from malaunch.testing import (
     check_plan,
+    clean_env,
+    environment,
     make_plan,
     make_ps_topology,
     make_rank_table_topology,
     make_topology,
     read_env_file,
+    write_fake_distribution,
 )
 from malaunch.topology import tf_ps
 from malaunch.topology.ranktable import source
@@ -130,3 +134,39 @@ def test_make_plan_goes_through_the_installed_plugins(tmp_path: Path) -> None:
         str(tmp_path / "worker-0.log"),
         str(tmp_path / "worker-1.log"),
     ]
+
+
+PADDLE = """\
+from malaunch.api import Framework, hookimpl
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="paddle", plan=lambda *a: None, launcher_vars=["PADDLE_TRAINER_ID"],
+                      env_prefixes=["PADDLE_", "FLAGS_"])]
+"""
+
+
+@pytest.fixture
+def paddle_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A framework plugin that owns PADDLE_ and FLAGS_, installed for this test only."""
+    write_fake_distribution(tmp_path, "malaunch-paddle", "1.0", {"paddle": "fake_paddle"},
+                            {"fake_paddle": PADDLE})  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    environment._frameworks_env.cache_clear()
+    yield
+    environment._frameworks_env.cache_clear()
+    sys.modules.pop("fake_paddle", None)
+
+
+def test_clean_env_removes_what_the_installed_frameworks_own(
+    paddle_installed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PADDLE_TRAINER_ENDPOINTS", "FLAGS_eager_delete_tensor_gb", "MS_SCHED_PORT"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.setenv("PADDLEX_HOME", "/opt/x")  # not the prefix: kept
+    env = clean_env({"PADDLE_TRAINER_ID": "0"})
+    assert {k for k in env if k.startswith(("PADDLE", "FLAGS_", "MS_", "TORCH"))} == {
+        "PADDLEX_HOME",
+        "PADDLE_TRAINER_ID",  # given as extra: the caller's own
+    }
