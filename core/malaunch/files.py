@@ -66,7 +66,7 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(info.st_mode):
             raise NotAFile(
-                errno.EINVAL, f"is a {_kind(info.st_mode)}, not a regular file", str(path)
+                errno.EINVAL, f"is a {kind_of(info.st_mode)}, not a regular file", str(path)
             )
         if info.st_size > limit:
             raise TooLarge(errno.EFBIG, f"is {info.st_size} bytes, more than {limit}", str(path))
@@ -111,7 +111,7 @@ def output_path(target: Union[str, Path], name: str) -> Path:
         path = Path(os.path.realpath(path))
     if stat.S_ISREG(mode):
         return path
-    kind = "directory" if stat.S_ISDIR(mode) else _kind(mode)
+    kind = "directory" if stat.S_ISDIR(mode) else kind_of(mode)
     msg = f"{name} {target}: is a {kind}, not a regular file (refusing to replace it)"
     raise UsageError(msg)
 
@@ -171,7 +171,8 @@ def remove_empty(path: Path, top: Path) -> None:
             return
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is neither a regular file nor a directory is: ``FIFO``, ``device``..."""
     if stat.S_ISFIFO(mode):
         return "FIFO"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):

@@ -129,6 +129,17 @@ class ProcessSpec(FrozenModel):
         default=(),
         description="directories the launcher creates before starting it (plans do no I/O)",
     )
+    attempt_env: Tuple[str, ...] = Field(
+        default=(),
+        description="variables the launcher sets to the attempt number (0, then 1, 2, ... "
+        "after restarts) at each start, as it sets MALAUNCH_RESTART_COUNT",
+    )
+    error_file: Optional[str] = Field(
+        default=None,
+        description="where the process may write its structured error (torchelastic's "
+        "error file, as @record writes it): removed before each start, read into the "
+        "summary when the process fails",
+    )
     cpus: Optional[str] = Field(
         default=None,
         description="CPUs it is bound to between fork and exec, a Linux CPU list such as "
@@ -174,6 +185,9 @@ class PlanOptions(FrozenModel):
     )
     framework_options: Dict[str, Any] = Field(
         default_factory=dict, description="values of the options the framework contributed"
+    )
+    max_restarts: int = Field(
+        default=0, description="--max-restarts: how many times the job may be restarted"
     )
 
 

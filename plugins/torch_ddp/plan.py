@@ -1,6 +1,10 @@
 """The torch_ddp plan: per-rank torchrun-style environment, or one torchrun agent per node.
 
-Pure functions of the topology, the command and the options; torch is never imported.
+Native mode gives each rank what torch 2.13's agent (``LocalElasticAgent._start_workers``)
+gives a worker, so that ``torch.distributed.is_torchelastic_launched()`` and the libraries
+that pick their cluster environment from it (PyTorch Lightning) see torchrun; the table of
+``docs/plugins.md`` lists each variable and where malaunch's value differs. Pure functions of
+the topology, the command and the options; torch is never imported.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from malaunch.api import (
 FRAMEWORK = "torch_ddp"
 MODES = ("native", "delegate")
 DEFAULT_MASTER_PORT = 29500  # torchrun's default
+STATIC_RUN_ID = "none"  # torchrun's --rdzv-id default, its run id without one
+ERROR_FILE_VAR = "TORCHELASTIC_ERROR_FILE"
+RESTART_COUNT_VAR = "TORCHELASTIC_RESTART_COUNT"
+ASYNC_ERRORS_VAR = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 
 
 def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> LaunchPlan:
@@ -91,18 +99,42 @@ def native_env(
     return env
 
 
+def elastic_env(topology: Topology, options: PlanOptions) -> Dict[str, str]:
+    """The rest of torchrun's worker contract, with native mode's values.
+
+    ``TORCHELASTIC_RESTART_COUNT`` is the attempt: the launcher sets it at each start
+    (``ProcessSpec.attempt_env``); ``0`` here is the first. No agent hosts a store, so
+    ``TORCHELASTIC_USE_AGENT_STORE`` is False and rank 0's ``init_process_group`` serves the
+    TCPStore on ``MASTER_PORT``, as it does without torchrun.
+    """
+    env = {
+        "TORCHELASTIC_RUN_ID": topology.job_id or STATIC_RUN_ID,
+        RESTART_COUNT_VAR: "0",
+        "TORCHELASTIC_MAX_RESTARTS": str(options.max_restarts),
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+    }
+    if ASYNC_ERRORS_VAR not in options.environ:
+        env[ASYNC_ERRORS_VAR] = "1"  # torchrun's default; a value set here is inherited
+    return env
+
+
 def native_processes(
     topology: Topology, command: Sequence[str], options: PlanOptions, base: Path
 ) -> List[ProcessSpec]:
-    """One process per local rank, in rank order."""
+    """One process per local rank, in rank order, each with its own error file."""
     devices = local_devices(topology)
     log_dir = base / options.log_dir
-    common = rank_table_env(topology, options.framework_options)
+    common = {
+        **rank_table_env(topology, options.framework_options),
+        **elastic_env(topology, options),
+    }
     if "OMP_NUM_THREADS" not in options.environ and len(devices) > 1:
         common["OMP_NUM_THREADS"] = "1"  # as torchrun does, so ranks do not oversubscribe
     processes = []
     for local_rank, device in enumerate(devices):
+        error_file = str(log_dir / f"worker-{device.rank}.error.json")
         env = {**common, **native_env(topology, device, local_rank, len(devices))}
+        env[ERROR_FILE_VAR] = error_file
         processes.append(
             ProcessSpec(
                 role="worker",
@@ -112,6 +144,8 @@ def native_processes(
                 env=env,
                 cwd=str(base),
                 log_file=str(log_dir / f"worker-{device.rank}.log"),
+                attempt_env=(RESTART_COUNT_VAR,),
+                error_file=error_file,
             )
         )
     return processes
@@ -172,12 +206,17 @@ def delegate_process(
             f"{topology.node_rank} ranks {[d.rank for d in devices]}; use --torch-mode native"
         )
         raise UsageError(msg)
+    # torchrun's own main is decorated with @record: given an error file, it copies the
+    # first failed worker's structured error there.
+    log_dir = base / options.log_dir
+    error_file = str(log_dir / f"torchrun-node-{topology.node_rank}.error.json")
     return ProcessSpec(
         role="torchrun",
         rank=first,
         local_rank=0,
         argv=tuple(delegate_argv(topology, command, len(devices))),
-        env=rank_table_env(topology, options.framework_options),
+        env={**rank_table_env(topology, options.framework_options), ERROR_FILE_VAR: error_file},
         cwd=str(base),
-        log_file=str(base / options.log_dir / f"torchrun-node-{topology.node_rank}.log"),
+        log_file=str(log_dir / f"torchrun-node-{topology.node_rank}.log"),
+        error_file=error_file,
     )

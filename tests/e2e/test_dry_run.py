@@ -19,10 +19,12 @@ SHARED = Path(__file__).parents[1] / "fixtures" / "shared"
 TEMPLATE2 = SHARED / "ranktable_template2_2pods_8dev.json"
 POD = "modelarts-job-0d3c5a9e-0000-4000-8000-000000000001-worker-{}"
 JOB_ID = "modelarts-job-0d3c5a9e-0000-4000-8000-000000000001"
-# SPEC §3's keys, plus "dirs" (directories the launcher creates before starting the process)
-# and "cpus" (the CPUs --cpu-bind binds it to, or null).
+# SPEC §3's keys, plus "dirs" (directories the launcher creates before starting the process),
+# "cpus" (the CPUs --cpu-bind binds it to, or null), "attempt_env" (variables it sets to the
+# attempt) and "error_file" (torchelastic's).
 CONTRACT_KEYS = {
     "role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service", "dirs", "cpus",
+    "attempt_env", "error_file",
 }  # fmt: skip
 # Image-level conda variables of the ModelArts fixture name an env that does not exist here.
 NOT_HERE = ("ANACONDA_DIR", "DEFAULT_CONDA_ENV_NAME")

@@ -103,6 +103,22 @@ def test_ps_count_is_the_renders_own_option() -> None:
     )
 
 
+def test_a_chief_and_the_ascend_model_reach_the_manifests() -> None:
+    tf = rendered("tfjob", "--nodes", "2", "--image", "i", "--framework", "tensorflow_ps",
+                  "--chief", *COMMAND)  # fmt: skip
+    assert list(tf[0]["spec"]["tfReplicaSpecs"]) == ["Chief", "PS", "Worker"]
+    ascend = rendered("ascendjob", "--nodes", "2", "--image", "i", "--framework", "mindspore",
+                      "--accelerator-type", "ascend-910", "--node-selector", "host-arch=huawei-arm",
+                      *COMMAND)  # fmt: skip
+    assert ascend[0]["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910"
+    for replica in ascend[0]["spec"]["replicaSpecs"].values():
+        template = replica["template"]
+        assert template["metadata"]["labels"] == {"ring-controller.atlas": "ascend-910"}
+        assert template["spec"]["nodeSelector"] == {"host-arch": "huawei-arm"}
+        # render's own options stay out of the pods' command
+        assert "--accelerator-type" not in template["spec"]["containers"][0]["command"]
+
+
 def test_help_names_the_targets() -> None:
     result = run_cli(["render", "--help"])
     assert result.code == 0
@@ -139,6 +155,101 @@ def test_help_names_the_targets() -> None:
         (
             ["volcano", "--nodes", "0", "--image", "i", "--framework", "torch_ddp", *COMMAND],
             "--nodes: '0': expected an integer >= 1",
+        ),
+        (
+            [
+                "pytorchjob",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "torch_ddp",
+                "--name",
+                "1bert",
+                *COMMAND,
+            ],
+            "--name '1bert': expected a DNS-1035 label of at most 45 characters (a lower-case "
+            "letter, then lower-case letters, digits and '-', not ending in '-'), as the "
+            "operators require, and so that <name>-<task>-<index> pod names stay valid",
+        ),
+        (
+            [
+                "volcano",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "torch_ddp",
+                "--dry-run",
+                *COMMAND,
+            ],
+            "render: not for a rendered job: --dry-run (every pod would print its plan and exit 0)",
+        ),
+        (
+            [
+                "volcano",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "torch_ddp",
+                "--print-env",
+                *COMMAND,
+            ],
+            "render: not for a rendered job: --print-env (simulate's option: `malaunch simulate "
+            "--print-env` prints each node's environment)",
+        ),
+        (
+            [
+                "volcano",
+                "--nodes",
+                "3",
+                "--image",
+                "i",
+                "--framework",
+                "tensorflow_ps",
+                "--num-workers",
+                "3",
+                "--dry-run",
+                *COMMAND,
+            ],
+            "render: not for a rendered job: --dry-run (every pod would print its plan and "
+            "exit 0); --num-workers (it plans a whole cluster on one machine; the manifest "
+            "describes the cluster with --nodes and --num-ps)",
+        ),
+        (
+            [
+                "tfjob",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "tensorflow_ps",
+                "--success-policy",
+                "chief",
+                *COMMAND,
+            ],
+            "--success-policy chief: the rendered job has no chief task; add --chief",
+        ),
+        (
+            [
+                "ascendjob",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "mindspore",
+                "--accelerator-type",
+                "ascend-9000",
+                *COMMAND,
+            ],
+            "--accelerator-type: 'ascend-9000' is not one of 'ascend-910b', 'ascend-910', "
+            "'ascend-npu', 'ascend-310P', 'ascend-310'.",
         ),
     ],
 )

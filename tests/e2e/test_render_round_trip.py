@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 import yaml
 
+from malaunch.job.success import success_policy
+from malaunch.models import Topology
 from malaunch.render.manifests import load, render, to_yaml
 from malaunch.render.request import RenderRequest
 from malaunch.simulate.operators import Pod, inject, localize
@@ -142,3 +144,26 @@ def test_the_trap_without_the_new_sources(tmp_path: Path) -> None:
     result = run_cli(["topology", "--json", "--topology", "volcano"], env=env)
     topo = json.loads(result.stdout)
     assert (len(topo["nodes"]), topo["node_rank"]) == (2, 0)  # 3 pods, this one is node 1
+
+
+@pytest.mark.parametrize("target", ["tfjob", "volcano"])
+def test_a_rendered_chief_is_every_pods_chief(target: str, tmp_path: Path) -> None:
+    """--chief: the TFJob Chief replica or the Volcano chief task is the chief every pod's
+    TF_CONFIG names, node 0 and rank 0, so every launcher takes the chief success policy."""
+    req = RenderRequest(
+        target=target, framework="tensorflow_ps", nodes=2, image="img:1", command=COMMAND,
+        launcher_args=("--framework", "tensorflow_ps"), num_ps=1, name="job", chief=True,
+    )  # fmt: skip
+    pod_list = inject(load(list(yaml.safe_load_all(to_yaml(render(req))))))
+    assert [(pod.task, pod.index) for pod in pod_list] == [
+        ("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1),
+    ]  # fmt: skip
+    for number, pod in enumerate(pod_list):
+        topo = resolve(pod, [], tmp_path)
+        assert (topo["source"], topo["node_rank"]) == ("tf-config", number), pod.name
+        assert topo["task"] == {"role": pod.task, "index": pod.index}
+        assert list(topo["roles"]) == ["chief", "ps", "worker"]
+        assert [[d["rank"] for d in node["devices"]] for node in topo["nodes"]] == [
+            [0], [], [1], [2],
+        ]  # fmt: skip
+        assert success_policy(Topology.model_validate(topo), None) == "chief"

@@ -219,6 +219,43 @@ def test_usage_errors_exit_64(tmp_path: Path, options: List[str], message: str) 
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.parametrize(
+    ("framework", "said", "first_node"),
+    [
+        (
+            "torch_ddp",
+            "simulating volcano (the plainest: a host list, a node index and --nproc-per-node; "
+            "--platform chooses)",
+            "# node 0: worker 0 at 127.0.0.1 (volcano)",
+        ),
+        (
+            "tensorflow_ps",
+            "simulating tf-ps (one node per ps and worker task, the roles tensorflow_ps needs; "
+            "--platform chooses)",
+            "# node 0: ps 0 at 127.0.0.1 (tf-ps)",
+        ),
+    ],
+)
+def test_without_platform_a_plain_default_is_simulated_and_said(
+    tmp_path: Path, framework: str, said: str, first_node: str
+) -> None:
+    args = ["simulate", "--print-env", "--nodes", "2", "--framework", framework, "--", "python"]
+    result = run_cli(args, cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert result.stderr == f"malaunch: info: no --platform given: {said}\n"
+    assert result.stdout.splitlines()[0] == first_node
+
+
+def test_a_chief_only_where_the_platform_has_one(tmp_path: Path) -> None:
+    args = ["simulate", "--chief", "--nodes", "2", "--platform", "octopus",
+            "--framework", "torch_ddp", "--", "python"]  # fmt: skip
+    result = run_cli(args, cwd=tmp_path)
+    assert result.code == 64
+    assert result.stderr == (
+        "malaunch: error: --chief: only --platform tf-ps has a chief task (not octopus)\n"
+    )
+
+
 # --- real runs --------------------------------------------------------------------------
 
 

@@ -149,8 +149,13 @@ def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: i
     ]  # fmt: skip
     with listener:
         proc = subprocess.Popen(args, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        held = None
         try:
-            time.sleep(3)  # in the request by now
+            # In its request once connected (not after a fixed sleep: on a loaded machine the
+            # launcher may take longer to get there, and a signal before its handlers kills it)
+            listener.settimeout(60)
+            held, _ = listener.accept()  # kept open, never answered
+            time.sleep(0.5)
             sent = time.monotonic()
             for _ in range(signals):
                 proc.send_signal(signal.SIGTERM)
@@ -158,6 +163,8 @@ def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: i
             code = proc.wait(timeout=30)
             took = time.monotonic() - sent
         finally:
+            if held is not None:
+                held.close()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()

@@ -24,6 +24,7 @@ from malaunch.files import check_directory, remove_empty
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
+from malaunch.job.success import success_policy
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
 from malaunch.pipeline import build_plan, warn_about_missing_data
@@ -92,6 +93,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         cwd=os.getcwd(),
         environ=dict(os.environ),
         framework_options=framework_values,
+        max_restarts=params["max_restarts"],
     )
     # click has checked every value (malaunch.cli.options); these only convert them.
     extra_env = parse_env_pairs(params["env"])
@@ -125,6 +127,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     origin = log_dir_origin(ctx, params["log_dir"])
     with log_dir_ready(log_dir, origin, create=not params["dry_run"]):
         plan = make_plan()
+        success = success_policy(plan.topology, params["success_policy"])
         warn_about_missing_data(plan.topology)
         if params["dry_run"]:
             click.echo(plan_json(plan, mappings))
@@ -160,6 +163,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             console_dedup=params["console_dedup"],
             prepare=staged,
             finish=staged.finish if staged is not None else None,
+            success_policy=success,
         )
         try:
             return supervise(plan, options, replan=make_plan)

@@ -16,6 +16,7 @@ from malaunch.errors import UsageError
 from malaunch.hang.watch import STACK_METHODS
 from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
+from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Host, Integer, Seconds, port
 from malaunch.pipeline import AUTO
@@ -223,6 +224,13 @@ def job_options() -> List[click.Parameter]:
             default=True,
             show_default=True,
             help="Tie the node launchers of a multi-node job together (stop, finish, restart).",
+        ),
+        click.Option(
+            ["--success-policy"],
+            type=click.Choice(SUCCESS_POLICIES),
+            help="When the job has succeeded: chief (once the chief has; workers and ps are "
+            "stopped, TFJob's default) or all-workers (every worker has) [default: chief "
+            "when the cluster has a chief, else all-workers]",
         ),
         click.Option(
             ["--heartbeat-timeout"],

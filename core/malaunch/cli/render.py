@@ -10,7 +10,7 @@ the command line are written into the containers' ``malaunch`` command (``--fram
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Sequence
+from typing import Any, List, Mapping, Sequence, Tuple
 
 import click
 
@@ -20,6 +20,7 @@ from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
 from malaunch.params import Integer, port
 from malaunch.plugins import load_plugins
+from malaunch.render.ascend import ACCELERATOR_TYPES
 from malaunch.render.manifests import render, to_yaml
 from malaunch.render.request import TARGETS, RenderRequest
 
@@ -66,7 +67,50 @@ def render_options() -> List[click.Parameter]:
             help="Port of the platform's rendezvous variables [default: Volcano's and "
             "Kubeflow's 23456, MindX 2222, TensorFlow 2222].",
         ),
+        click.Option(
+            ["--chief"], is_flag=True,
+            help="[tensorflow_ps] a chief task (TFJob Chief replica, Volcano chief task): the "
+            "job succeeds when the chief does, as TFJob's default (--success-policy).",
+        ),
+        click.Option(
+            ["--accelerator-type"], type=click.Choice(ACCELERATOR_TYPES), default="ascend-910b",
+            show_default=True,
+            help="[ascendjob] the NPU model of the ring-controller.atlas label MindX schedules "
+            "by: ascend-910 (Atlas 800), ascend-910b (Atlas A2/A3), ascend-npu (Atlas "
+            "350/850/950), ascend-310P, ascend-310.",
+        ),
+        click.Option(
+            ["--node-selector"], multiple=True, metavar="KEY=VALUE",
+            help="A nodeSelector label of every pod, e.g. host-arch=huawei-arm (repeatable).",
+        ),
+        # simulate's option, taken here only to say why it does not apply
+        click.Option(["--print-env"], is_flag=True, hidden=True),
     ]  # fmt: skip
+
+
+# Options that make no sense for a rendered job, and why: the launch options given here go
+# into every pod's start command.
+NOT_IN_PODS = {
+    "dry_run": "every pod would print its plan and exit 0",
+    "print_env": "simulate's option: `malaunch simulate --print-env` prints each node's "
+    "environment",
+    "num_workers": "it plans a whole cluster on one machine; the manifest describes the "
+    "cluster with --nodes and --num-ps",
+}
+
+
+def refuse_pod_options(ctx: click.Context) -> None:
+    """One line naming each option given that makes no sense for a rendered job, and why."""
+    given = [
+        param
+        for param in ctx.command.params
+        if param.name in NOT_IN_PODS
+        and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        reasons = "; ".join(f"{p.opts[0]} ({NOT_IN_PODS[p.name or '']})" for p in given)
+        msg = f"render: not for a rendered job: {reasons}"
+        raise UsageError(msg)
 
 
 def _written(
@@ -98,6 +142,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
 
     def callback(**values: Any) -> int:
         ctx = click.get_current_context()
+        refuse_pod_options(ctx)
         request = make_request(values, _written(ctx, forwarded, values))
         click.echo(to_yaml(render(request)), nl=False)
         return 0
@@ -144,7 +189,23 @@ def make_request(values: Mapping[str, Any], tokens: List[str]) -> RenderRequest:
         master_port=values["rendezvous_port"],
         job_port=values.get("job_port"),
         job_channel=values.get("job_channel", True),
+        chief=values["chief"],
+        success_policy=values.get("success_policy"),
+        accelerator_type=values["accelerator_type"],
+        node_selector=tuple(_pairs(values["node_selector"])),
     )
+
+
+def _pairs(items: Sequence[str]) -> List[Tuple[str, str]]:
+    """``--node-selector KEY=VALUE`` items (checked as Kubernetes labels by the request)."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            msg = f"--node-selector {item!r}: expected KEY=VALUE"
+            raise UsageError(msg)
+        pairs.append((key, value))
+    return pairs
 
 
 def main(args: Sequence[str], environ: Mapping[str, str]) -> int:

@@ -16,10 +16,11 @@ import click
 
 from malaunch.cli.launch import build_launch_command
 from malaunch.errors import UsageError
+from malaunch.log import logger
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds
 from malaunch.plugins import load_plugins
-from malaunch.simulate.platforms import PLATFORMS
+from malaunch.simulate.platforms import PLATFORMS, PS_PLATFORM, default_platform
 from malaunch.simulate.run import run
 
 HELP = """Run COMMAND as a multi-node job on this machine, one malaunch per simulated node.
@@ -42,11 +43,12 @@ def simulate_options() -> List[click.Parameter]:
             help="Simulated nodes (with --platform tf-ps: worker tasks).",
         ),
         click.Option(
-            ["--platform"], type=click.Choice(PLATFORMS), required=True,
+            ["--platform"], type=click.Choice(PLATFORMS),
             help="Whose environment to fabricate: modelarts (Ascend rank table), octopus, "
-            "volcano, tf-ps (one node per ps/worker task); from `malaunch render`'s manifest: "
-            "pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch plugin), "
-            "ascendjob (MindX, PyTorch).",
+            "volcano, tf-ps (one node per chief/ps/worker task); from `malaunch render`'s "
+            "manifest: pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch "
+            "plugin), ascendjob (MindX, PyTorch).  [default: volcano, the plainest (a host "
+            "list, a node index, --nproc-per-node); tf-ps for tensorflow_ps]",
         ),
         click.Option(
             ["--nproc-per-node"], type=Integer(1, MAX_LOCAL_PROCESSES), default=1,
@@ -62,6 +64,11 @@ def simulate_options() -> List[click.Parameter]:
         click.Option(
             ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tf-ps] parameter-server tasks (each its own node, before the workers).",
+        ),
+        click.Option(
+            ["--chief"], is_flag=True,
+            help="[tf-ps] a chief task too (its own node, node 0: TF_CHIEF_HOSTS); the job "
+            "then succeeds when the chief does (--success-policy).",
         ),
         click.Option(
             ["--print-env"], is_flag=True,
@@ -160,7 +167,14 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if not command and not values["dry_run"]:
         msg = "simulate: no command given: malaunch simulate ... --framework NAME -- COMMAND"
         raise UsageError(msg)
-    return {**values, "command": command, "launcher_tokens": tokens}
+    platform = values["platform"]
+    if platform is None:
+        platform, why = default_platform(values["framework"])
+        logger.info(f"no --platform given: simulating {platform} ({why}; --platform chooses)")
+    if values["chief"] and platform != PS_PLATFORM:
+        msg = f"--chief: only --platform {PS_PLATFORM} has a chief task (not {platform})"
+        raise UsageError(msg)
+    return {**values, "platform": platform, "command": command, "launcher_tokens": tokens}
 
 
 def main(args: Sequence[str], environ: Mapping[str, str]) -> int:

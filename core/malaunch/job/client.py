@@ -57,6 +57,7 @@ class ChannelClient:
         self.reader = LineReader()
         self.last_seen = 0.0
         self.lost = False
+        self.job_over = False  # node 0 said finish or a final stop: its leaving is no loss
         self._beat: Optional[Timer] = None
 
     def join(self, interrupted: Callable[[], bool]) -> None:
@@ -201,7 +202,12 @@ class ChannelClient:
             return
         self.lost = True
         self._close()
-        logger.error(f"job channel: lost node 0's launcher ({reason})")
+        if self.job_over:
+            # Its job is over (the chief succeeded, say) while this node still stops its own
+            # processes: node 0 may well be gone first.
+            logger.debug(f"job channel: node 0's launcher left after the job's end ({reason})")
+        else:
+            logger.error(f"job channel: lost node 0's launcher ({reason})")
         self.on_lost(reason)
 
     def _close(self) -> None:

@@ -3,7 +3,8 @@
 Nodes report; the coordinator decides and tells every node, itself included, through a
 :class:`Transport`. Reports: ``ready`` (the node has prepared: staged in), ``failed`` (a local
 worker failed, the launcher was signalled, or the node could not prepare), ``done`` (every
-local worker succeeded), ``hang`` (a rank was silent too long), ``stacks`` (the ranks' stacks
+local worker succeeded; ``workers``: how many it had), ``chief`` (the chief succeeded),
+``hang`` (a rank was silent too long), ``stacks`` (the ranks' stacks
 after a ``capture``), ``ended`` (the local group is down after a ``stop``), plus joins and
 losses from the channel. Commands: ``prepare`` (every node has joined: stage in now),
 ``start`` (attempt N, maybe with a fresh rendezvous port),
@@ -16,9 +17,12 @@ them still on its way, and a long stage-in is not taken for a node that never ca
 ``--wait-timeout`` covers the joining only); a failure
 before the start (a stage-in that failed, a launcher signalled) stops every node for good, as
 does a node lost once all had joined; the first failure anywhere stops every node; a node that
-disappears counts as failed; when every node's workers have succeeded the job is done; a hang
+disappears counts as failed; the job is done when every node's workers have succeeded, or, under
+the ``chief`` success policy (:mod:`malaunch.job.success`), as soon as the chief has; a hang
 first gathers every node's stacks, then names the odd ranks; a restart waits until every
-node's group is down.
+node's group is down. A coordinator that hears only its own node of a multi-node job
+(``partial``: ``--no-job-channel``) never takes a node without workers for done: the
+workers its services serve run elsewhere, and it cannot hear when they finish.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Set
 from malaunch.hang.blame import odd_ones
 from malaunch.job.protocol import Message
 from malaunch.job.restart import RestartPolicy, decide
+from malaunch.job.success import ALL_WORKERS, CHIEF
 from malaunch.log import logger
 
 CAPTURE_TIMEOUT = 15.0  # seconds for every node to send its stacks after a hang
@@ -72,9 +77,13 @@ class Coordinator:
         scheduler: Scheduler,
         restart_overrides: Callable[[int], Dict[str, Any]] = lambda attempt: {},
         uniform: Callable[[float, float], float] = random.uniform,
+        success: str = ALL_WORKERS,
+        partial: bool = False,
     ) -> None:
         self.nnodes = nnodes
         self.policy = policy
+        self.success = success
+        self.partial = partial
         self.transport = transport
         self.scheduler = scheduler
         self.restart_overrides = restart_overrides
@@ -141,7 +150,9 @@ class Coordinator:
         elif kind == "ready":
             self._ready(node)
         elif kind == "done":
-            self._done(node)
+            self._done(node, message)
+        elif kind == "chief":
+            self._chief_succeeded()
         elif kind == "hang" and isinstance(message.get("hang"), dict):
             self._hang({**message["hang"], "node": node})
         elif kind == "stacks" and isinstance(message.get("ranks"), list):
@@ -151,13 +162,21 @@ class Coordinator:
         else:
             logger.warning(f"job channel: dropped a malformed {kind!r} report from node {node}")
 
-    def _done(self, node: int) -> None:
+    def _done(self, node: int, message: Message) -> None:
+        if self.partial and message.get("workers") == 0:
+            return  # its services serve workers elsewhere: they run until signalled
         self.done.add(node)
         if self.phase == "running" and len(self.done) == self.nnodes:
-            self.phase = "over"
-            decision = "every worker of the job succeeded"
-            self.records[-1].decision = decision
-            self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
+            self._finish("every worker of the job succeeded")
+
+    def _chief_succeeded(self) -> None:
+        if self.success == CHIEF and self.phase == "running":
+            self._finish("the chief succeeded (--success-policy chief)")
+
+    def _finish(self, decision: str) -> None:
+        self.phase = "over"
+        self.records[-1].decision = decision
+        self.transport.broadcast({"t": "finish", "attempt": self.attempt, "decision": decision})
 
     def _failed(self, failure: Dict[str, Any]) -> None:
         if self.phase in ("joining", "preparing"):

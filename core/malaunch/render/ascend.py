@@ -3,7 +3,9 @@
 Every pod runs the container ``ascend`` (the operator looks for that name) and exposes
 ``ascendjob-port``; every worker requests ``--nproc-per-node`` NPUs (``--accelerator``, default
 ``huawei.com/Ascend910``); the job is gang-scheduled by Volcano (``minAvailable`` = every pod)
-and succeeds when all workers have.
+and succeeds when all workers have. The job and every pod template, the Scheduler's included
+(as in MindCluster's samples), carry ``ring-controller.atlas: <--accelerator-type>``, the NPU
+model MindX's scheduler plugin matches (``ascend-910b`` by default).
 
 - ``torch_ddp`` (label ``framework: pytorch``): a ``Master`` replica and ``Worker`` replicas;
   the operator injects ``MASTER_ADDR`` (the master Service), ``RANK`` (the pod), ``WORLD_SIZE``,
@@ -42,7 +44,12 @@ from malaunch.render.request import PodParts, RenderRequest, metadata, pod_templ
 ASCEND_PORT = 2222  # the operator's default ascendjob-port
 MAX_PORT = 65535
 NPU = "huawei.com/Ascend910"
-RING_LABEL = {"ring-controller.atlas": "ascend-910b"}
+NPU_PREFIX = "huawei.com/Ascend"  # what the operator's getContainerResourceReq looks for
+RING_KEY = "ring-controller.atlas"
+# The values of the label MindX knows (ascend-for-volcano's JobKind*Value, MindCluster's acjob
+# field table): Atlas 800 training servers (910), Atlas A2/A3 training (910b), the inference
+# cards (310, 310P), and Atlas 350/850/950 (npu).
+ACCELERATOR_TYPES = ("ascend-910b", "ascend-910", "ascend-npu", "ascend-310P", "ascend-310")
 FRAMEWORKS = {"torch_ddp": "pytorch", "mindspore": "mindspore"}
 
 
@@ -55,13 +62,29 @@ def job_framework(framework: str) -> str:
     return FRAMEWORKS[framework]
 
 
+def ring_label(accelerator_type: str) -> Dict[str, str]:
+    """The ``ring-controller.atlas`` label of the job and of every pod (the Scheduler's too)."""
+    if accelerator_type not in ACCELERATOR_TYPES:
+        known = ", ".join(ACCELERATOR_TYPES)
+        msg = f"--accelerator-type {accelerator_type!r}: expected one of {known}"
+        raise UsageError(msg)
+    return {RING_KEY: accelerator_type}
+
+
 def render(request: RenderRequest) -> List[K8sModel]:
     """The AscendJob: its replicas, each pod starting malaunch with the same command."""
     label = job_framework(request.framework)
+    ring = ring_label(request.accelerator_type)
     if request.accelerator is None:
         request = dataclasses.replace(request, accelerator=NPU)  # no NPU, no operator variables
+    elif NPU_PREFIX not in request.accelerator:
+        msg = (
+            f"--accelerator {request.accelerator}: the ascend-operator counts only Ascend NPUs "
+            f"({NPU_PREFIX}..., such as {NPU}) and refuses a replica that requests none"
+        )
+        raise UsageError(msg)
     port = ContainerPort(name="ascendjob-port", container_port=request.master_port or ASCEND_PORT)
-    worker = PodParts(container="ascend", accelerators=request.nproc, port=port, labels=RING_LABEL)
+    worker = PodParts(container="ascend", accelerators=request.nproc, port=port, labels=ring)
     replicas: Sequence[Tuple[str, int, PodParts]]
     if label == "mindspore":
         # Always a Scheduler: the operator refuses a MindSpore job without one once its workers
@@ -73,7 +96,7 @@ def render(request: RenderRequest) -> List[K8sModel]:
         # register. The scheduler pod asks for no NPU (the operator allows 0 only there) and
         # keeps `ascendjob-port`: the operator's Service, whose port becomes MS_SCHED_PORT, is
         # made from the Scheduler's ports.
-        scheduler = PodParts(container="ascend", port=port)
+        scheduler = PodParts(container="ascend", port=port, labels=ring)
         replicas = [("scheduler", 1, scheduler), ("worker", request.nodes, worker)]
     else:
         channel = _job_channel_port(request, port.container_port)
@@ -89,7 +112,7 @@ def render(request: RenderRequest) -> List[K8sModel]:
     every_pod = sum(pods for _, pods, _ in replicas)
     policy = SchedulingPolicy(min_available=every_pod, queue=request.queue or "default")
     spec = AscendJobSpec(run_policy=AscendRunPolicy(scheduling_policy=policy), replica_specs=specs)
-    labels = {"framework": label, **RING_LABEL}
+    labels = {"framework": label, **ring}
     return [AscendJob(metadata=metadata(request, labels), spec=spec)]
 
 

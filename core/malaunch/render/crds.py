@@ -75,6 +75,7 @@ class PyTorchJob(K8sModel):
 
 class TFJobSpec(K8sModel):
     run_policy: RunPolicy
+    success_policy: Optional[str] = None
     tf_replica_specs: Dict[str, ReplicaSpec]
 
 

@@ -96,6 +96,7 @@ class PodSpec(K8sModel):
     containers: Tuple[Container, ...]
     restart_policy: Optional[str] = None
     termination_grace_period_seconds: Optional[int] = None
+    node_selector: Optional[Dict[str, str]] = None
     volumes: Optional[Tuple[Volume, ...]] = None
 
 

@@ -4,9 +4,11 @@
 ``pytorch`` with its ``pytorchjob-port``, ``nprocPerNode`` = ``--nproc-per-node``: the operator
 then injects ``MASTER_ADDR``, ``PET_NNODES``, ``PET_NODE_RANK`` and ``PET_NPROC_PER_NODE``, which
 the ``kubeflow`` source reads. **TFJob** (``tensorflow_ps`` only): ``PS`` and ``Worker``
-replicas, container ``tensorflow`` with its ``tfjob-port``; the operator's ``TF_CONFIG`` is read
-by the ``tf-config`` source, and the parameter servers still running when the workers are done
-are cleaned up (``cleanPodPolicy: Running``).
+replicas (and with ``--chief`` a ``Chief`` replica of 1 pod), container ``tensorflow`` with its
+``tfjob-port``; the operator's ``TF_CONFIG`` is read by the ``tf-config`` source, and the pods
+still running when the job has succeeded are cleaned up (``cleanPodPolicy: Running``). The
+operator's default success policy, the chief's success (else worker 0's), is malaunch's with a
+chief; ``--success-policy all-workers`` renders ``successPolicy: AllWorkers``.
 
 Pods never restart on their own (``restartPolicy: Never``): the training operator can only
 retry by exit-code class (128 and above, a signal), not by malaunch's own codes, and a pod
@@ -58,7 +60,7 @@ def render_pytorchjob(request: RenderRequest) -> List[K8sModel]:
 
 
 def render_tfjob(request: RenderRequest) -> List[K8sModel]:
-    """The TFJob: PS + Worker replicas."""
+    """The TFJob: (Chief +) PS + Worker replicas."""
     if layout(request.framework) != "ps":
         msg = (
             f"render tfjob: framework {request.framework!r} does not run TensorFlow parameter "
@@ -68,9 +70,12 @@ def render_tfjob(request: RenderRequest) -> List[K8sModel]:
     port = ContainerPort(name="tfjob-port", container_port=request.master_port or TENSORFLOW_PORT)
     ps = PodParts(container="tensorflow", port=port)
     worker = PodParts(container="tensorflow", accelerators=request.nproc, port=port)
+    chief = {"Chief": _replica(request, 1, worker)} if request.chief else {}
     spec = TFJobSpec(
         run_policy=RunPolicy(clean_pod_policy="Running"),
+        success_policy="AllWorkers" if request.success_policy == "all-workers" else None,
         tf_replica_specs={
+            **chief,
             "PS": _replica(request, request.num_ps, ps),
             "Worker": _replica(request, request.nodes, worker),
         },

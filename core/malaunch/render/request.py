@@ -35,8 +35,9 @@ SHM = (
     Volume(name="dshm", empty_dir=EmptyDirVolumeSource(medium="Memory")),
     VolumeMount(name="dshm", mount_path="/dev/shm"),
 )
-# Pod names are <job>-<task>-<index> and must stay DNS labels (63 characters at most).
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?")
+# Job names must be DNS-1035 labels (a letter first: the training operator's admission webhook
+# and Kubernetes Service names), and pod names <job>-<task>-<index> DNS labels of at most 63.
+_NAME = re.compile(r"[a-z]([-a-z0-9]{0,43}[a-z0-9])?", re.ASCII)
 MAX_NAME = 45
 # Kubernetes' own rules (apimachinery's validation), so that a value kubectl would refuse, or
 # one that is not a name at all ('$(id)', 'a b'), is refused here with the option named.
@@ -58,7 +59,10 @@ class RenderRequest:
     ``--nproc-per-node`` included); ``master_port`` replaces each platform's default
     rendezvous port (Volcano's pytorch plugin 23456, Kubeflow 23456, MindX 2222);
     ``job_port`` and ``job_channel`` are the launcher's ``--job-port`` and
-    ``--job-channel/--no-job-channel``, for targets whose Services must list the job port.
+    ``--job-channel/--no-job-channel``, for targets whose Services must list the job port;
+    ``chief``: a TensorFlow job's chief task (``--chief``), ``success_policy`` the launcher's
+    ``--success-policy``; ``accelerator_type``: the AscendJob's ``ring-controller.atlas``
+    label; ``node_selector``: every pod's ``nodeSelector`` (``--node-selector``).
     """
 
     target: str
@@ -78,6 +82,10 @@ class RenderRequest:
     master_port: Optional[int] = None
     job_port: Optional[int] = None
     job_channel: bool = True
+    chief: bool = False
+    success_policy: Optional[str] = None
+    accelerator_type: str = "ascend-910b"
+    node_selector: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def job_name(self) -> str:
@@ -96,18 +104,47 @@ def check(request: RenderRequest) -> RenderRequest:
     name = request.job_name
     if len(name) > MAX_NAME or not _NAME.fullmatch(name):
         msg = (
-            f"--name {name!r}: expected a DNS label of at most {MAX_NAME} characters (lower-case "
-            "letters, digits and '-'), so that <name>-<task>-<index> pod names stay valid"
+            f"--name {name!r}: expected a DNS-1035 label of at most {MAX_NAME} characters (a "
+            "lower-case letter, then lower-case letters, digits and '-', not ending in '-'), "
+            "as the operators require, and so that <name>-<task>-<index> pod names stay valid"
         )
         raise UsageError(msg)
     _check_kubernetes_names(request)
+    _check_node_selector(request)
     if not request.image.strip() or any(c.isspace() for c in request.image):
         msg = f"--image {request.image!r}: expected an image reference without spaces"
         raise UsageError(msg)
     if not request.command:
         msg = "render: no command given: malaunch render TARGET ... --framework NAME -- COMMAND"
         raise UsageError(msg)
+    _check_chief(request)
     return request
+
+
+def _check_node_selector(request: RenderRequest) -> None:
+    for key, value in request.node_selector:
+        if not _is_qualified(key) or not _is_label_value(value):
+            pair = f"{key}={value}"
+            msg = (
+                f"--node-selector {pair!r}: expected a Kubernetes label KEY=VALUE (KEY an "
+                "optional DNS prefix and '/', then a name; VALUE at most 63 letters, digits, "
+                "'-', '_' and '.')"
+            )
+            raise UsageError(msg)
+
+
+def _check_chief(request: RenderRequest) -> None:
+    """A chief task only in TensorFlow parameter-server jobs, and the chief success policy
+    only with one (each pod's launcher would refuse it)."""
+    if request.chief and layout(request.framework) != "ps":
+        msg = (
+            f"--chief: only TensorFlow parameter-server jobs (--framework tensorflow_ps) have a "
+            f"chief task, not {request.framework}"
+        )
+        raise UsageError(msg)
+    if request.success_policy == "chief" and not request.chief:
+        msg = "--success-policy chief: the rendered job has no chief task; add --chief"
+        raise UsageError(msg)
 
 
 def _check_kubernetes_names(request: RenderRequest) -> None:
@@ -139,6 +176,10 @@ def _is_label(text: str) -> bool:
 
 def _is_subdomain(text: str) -> bool:
     return len(text) <= MAX_SUBDOMAIN and _SUBDOMAIN.fullmatch(text) is not None
+
+
+def _is_label_value(text: str) -> bool:
+    return not text or (len(text) <= MAX_LABEL and _QUALIFIED.fullmatch(text) is not None)
 
 
 def _is_qualified(text: str) -> bool:
@@ -201,6 +242,7 @@ def pod_template(request: RenderRequest, parts: PodParts) -> PodTemplateSpec:
             containers=(container,),
             restart_policy=parts.restart_policy,
             termination_grace_period_seconds=grace_seconds(request.grace_period),
+            node_selector=dict(request.node_selector) or None,
             volumes=(volume, *parts.volumes),
         ),
     )

@@ -3,8 +3,9 @@
 Tasks by framework: ``torch_ddp`` gets a ``master`` task (1 pod) and a ``worker`` task (the
 rest) with Volcano's ``pytorch`` plugin, whose ``MASTER_ADDR`` is the master pod (the
 ``volcano-tasks`` source reads this layout); ``tensorflow_ps`` gets ``ps`` and ``worker`` tasks
-with the ``tensorflow`` plugin's ``TF_CONFIG`` (``tf-config`` source), the job completing when
-its workers have; any other framework one ``worker`` task (``volcano`` source). Every job has
+(and with ``--chief`` a ``chief`` task of 1 pod first) with the ``tensorflow`` plugin's
+``TF_CONFIG`` (``tf-config`` source), the job completing when its chief has, else when its
+workers have; any other framework one ``worker`` task (``volcano`` source). Every job has
 the ``env`` and ``svc`` plugins, ``minAvailable`` = every pod (gang scheduling) and policies
 keyed on malaunch's exit codes:
 
@@ -47,8 +48,15 @@ def _tasks(request: RenderRequest) -> List[Tuple[str, int, int]]:
     if shape == "torch":
         return [(task, pods, request.nproc) for task, pods in split(request.nodes)]
     if shape == "ps":
-        return [("ps", request.num_ps, 0), ("worker", request.nodes, request.nproc)]
+        chief = [("chief", 1, request.nproc)] if request.chief else []
+        return [*chief, ("ps", request.num_ps, 0), ("worker", request.nodes, request.nproc)]
     return [("worker", request.nodes, request.nproc)]
+
+
+def _completing_task(request: RenderRequest) -> str:
+    """The task whose completion completes a parameter-server job: the chief when the job
+    succeeds with it (malaunch's --success-policy), else the workers."""
+    return "chief" if request.chief and request.success_policy != "all-workers" else "worker"
 
 
 def _plugins(request: RenderRequest) -> Dict[str, Tuple[str, ...]]:
@@ -59,13 +67,14 @@ def _plugins(request: RenderRequest) -> Dict[str, Tuple[str, ...]]:
         plugins["pytorch"] = ("--master=master", "--worker=worker", f"--port={port}")
     elif shape == "ps":
         port = request.master_port or TENSORFLOW_PORT
-        plugins["tensorflow"] = ("--ps=ps", "--worker=worker", f"--port={port}")
+        chief = ("--chief=chief",) if request.chief else ()
+        plugins["tensorflow"] = (*chief, "--ps=ps", "--worker=worker", f"--port={port}")
     return plugins
 
 
 def render(request: RenderRequest) -> List[K8sModel]:
     """The Volcano Job."""
-    ps_job = layout(request.framework) == "ps"
+    completing = _completing_task(request) if layout(request.framework) == "ps" else None
     tasks = tuple(
         VolcanoTask(
             name=task,
@@ -74,7 +83,7 @@ def render(request: RenderRequest) -> List[K8sModel]:
             template=pod_template(
                 request, PodParts(container=task, accelerators=count, restart_policy="Never")
             ),
-            policies=COMPLETE_WITH_TASK if ps_job and task == "worker" else None,
+            policies=COMPLETE_WITH_TASK if task == completing else None,
         )
         for task, pods, count in _tasks(request)
     )

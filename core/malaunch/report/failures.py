@@ -76,7 +76,19 @@ def failure(
         exception=as_str(record.get("exception")),
         decision=as_str(verdict.get("decision")),
         hang=hang,
+        error=structured_error(record.get("error")),
     )
+
+
+ERROR_FIELDS = ("type", "message", "frame", "code", "timestamp", "file")
+
+
+def structured_error(value: object) -> Optional[Dict[str, str]]:
+    """The text fields of a failure's structured error (``@record``); None without one."""
+    record = as_dict(value)
+    fields = {name: as_str(record.get(name)) for name in ERROR_FIELDS}
+    kept = {name: text for name, text in fields.items() if text is not None}
+    return kept if "message" in kept else None
 
 
 def describe(failure: Failure) -> str:

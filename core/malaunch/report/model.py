@@ -91,6 +91,7 @@ class Failure:
     exception: Optional[str]
     decision: Optional[str]
     hang: Optional[Dict[str, Any]] = None
+    error: Optional[Dict[str, str]] = None  # the structured error of its error file (@record)
 
 
 @dataclass(frozen=True)

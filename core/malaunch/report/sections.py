@@ -56,6 +56,8 @@ def _failure(failure: Failure, base: Path) -> str:
         f"decision: {escape(failure.decision)} · " if failure.decision else "",
         f"log: {link(failure.log, base)}</p>",
     ]
+    if failure.error:
+        parts.append(_error(failure.error))
     if failure.exception:
         parts.append("<h4>Python exception</h4>")
         parts.append(f'<pre class="exception">{escape(failure.exception)}</pre>')
@@ -67,6 +69,23 @@ def _failure(failure: Failure, base: Path) -> str:
         parts.append("<p>Its log had no lines.</p>")
     parts.append("</article>")
     return "".join(parts)
+
+
+def _error(error: Dict[str, str]) -> str:
+    """The structured error a rank's ``@record`` wrote (torchrun's ChildFailedError facts)."""
+    kind = error.get("type")
+    facts = [
+        ("exception", f"{kind}: {error['message']}" if kind else error["message"]),
+        ("raised in", " ".join(filter(None, (error.get("frame"), error.get("code"))))),
+        ("at", error.get("timestamp") or ""),
+        ("error file", error.get("file") or ""),
+    ]
+    rows = "".join(
+        f"<tr><th>{escape(name)}</th><td>{escape(value)}</td></tr>"
+        for name, value in facts
+        if value
+    )
+    return f'<h4>Its error (@record)</h4><table class="facts error">{rows}</table>'
 
 
 def hang(job: JobReport, base: Path) -> str:

@@ -31,6 +31,10 @@ OPERATOR_TARGETS = {
     "ascendjob": "ascendjob",
 }
 PLATFORMS = ("modelarts", "octopus", "volcano", "tf-ps", *OPERATOR_TARGETS)
+# Without --platform: a host list, a node index and --nproc-per-node, which every framework
+# that runs from plain hosts takes; parameter-server jobs need their roles.
+DEFAULT_PLATFORM = "volcano"
+PS_PLATFORM = "tf-ps"
 RANK_TABLE_NAME = "jobstart_hccl.json"
 INITIALIZING: Dict[str, Any] = {"status": "initializing"}
 
@@ -55,6 +59,14 @@ class JobShape:
     num_ps: int = 1
     first_device_id: int = 0
     job_uuid: str = dataclasses.field(default_factory=_new_uuid)
+    chief: bool = False
+
+    @property
+    def node_count(self) -> int:
+        """Simulated nodes: with tf-ps one per task (chief, ps, workers)."""
+        if self.platform != PS_PLATFORM:
+            return self.nodes
+        return self.nodes + self.num_ps + (1 if self.chief else 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +94,13 @@ class SimCluster:
     # The job channel's port, given to every launcher as --job-port (a free one, so that
     # simulations running side by side never meet).
     job_port: Optional[int] = None
+
+
+def default_platform(framework: str) -> Tuple[str, str]:
+    """The platform ``simulate`` fabricates without ``--platform``, and why that one."""
+    if framework == "tensorflow_ps":
+        return PS_PLATFORM, "one node per ps and worker task, the roles tensorflow_ps needs"
+    return DEFAULT_PLATFORM, "the plainest: a host list, a node index and --nproc-per-node"
 
 
 def loopback(index: int) -> str:
@@ -231,11 +250,15 @@ def partial_table(table: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _tf_ps(shape: JobShape, ports: Iterator[int]) -> SimCluster:
-    """ModelArts TF PS: one container per task, ps first; ``nodes`` is the worker count."""
-    tasks = [("ps", i) for i in range(shape.num_ps)] + [("worker", i) for i in range(shape.nodes)]
+    """ModelArts TF PS: one container per task, the chief (``--chief``) and ps first;
+    ``nodes`` is the worker count."""
+    tasks = [("chief", 0)] if shape.chief else []
+    tasks += [("ps", i) for i in range(shape.num_ps)] + [("worker", i) for i in range(shape.nodes)]
     addresses = [f"{loopback(k)}:{next(ports)}" for k in range(len(tasks))]
-    ps_hosts = ",".join(addresses[: shape.num_ps])
-    worker_hosts = ",".join(addresses[shape.num_ps :])
+    hosts: Dict[str, List[str]] = {}
+    for (role, _), address in zip(tasks, addresses):
+        hosts.setdefault(role, []).append(address)
+    variables = {f"TF_{role.upper()}_HOSTS": ",".join(listed) for role, listed in hosts.items()}
     nodes = []
     for k, (role, index) in enumerate(tasks):
         host = loopback(k)
@@ -246,8 +269,7 @@ def _tf_ps(shape: JobShape, ports: Iterator[int]) -> SimCluster:
                 "MA_CURRENT_INSTANCE_NAME": pod_name(shape, role, index),
                 "MA_TASK_NAME": role,
                 "VC_TASK_INDEX": str(index),  # the index within the task: ps-0 and worker-0
-                "TF_PS_HOSTS": ps_hosts,
-                "TF_WORKER_HOSTS": worker_hosts,
+                **variables,
             }
         )
         log_dir = node_log_dir(shape, k)

@@ -209,6 +209,7 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
         log_dir=log_dir,
         num_ps=values["num_ps"],
         first_device_id=values["first_device_id"],
+        chief=values["chief"],
     )
     cluster = fabricate(shape, free_ports())
     specs = node_specs(cluster, values, log_dir)
@@ -219,7 +220,7 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
         return 0
     # Each node launcher clears its own previous run, but nobody starts a node of a previous,
     # larger simulation that no longer exists: its node-<k> files go here.
-    remove_node_folders(log_dir, shape.nodes + (shape.num_ps if shape.platform == "tf-ps" else 0))
+    remove_node_folders(log_dir, shape.node_count)
     try:
         return supervise_nodes(shape, cluster, specs, values, environ=environ, signals=signals)
     finally:

@@ -28,6 +28,11 @@ def human(count: float) -> str:
     raise AssertionError("unreachable")
 
 
+def count_of(number: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 class Progress:
     """One pass over one mapping: ``total`` bytes in ``files`` files expected."""
 

@@ -18,9 +18,11 @@ grew is caught by the size check, and compares the ETag (or mtime) after several
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
-import os
-from typing import Any, BinaryIO, Callable, Dict
+from typing import Any, Callable, ContextManager, Dict
+
+from malaunch.staging.localfs import Sink, local
 
 CHUNK = 8 * 2**20  # an fsspec read asks for this much at a time
 STREAM = 1 << 20  # an S3 body is read this much at a time
@@ -29,21 +31,32 @@ PART = 16 * 2**20
 PARTS = 8
 
 Seen = Dict[str, Any]  # what the read saw: "size" it should have got, "etag"
-Reader = Callable[[str, Dict[str, Any], BinaryIO, Callable[[int], None]], Seen]
+Reader = Callable[[str, Dict[str, Any], Sink, Callable[[int], None]], Seen]
 
 
-def fsspec_reader(fs: Any) -> Reader:
-    """Read through any fsspec filesystem, ``CHUNK`` bytes per call (ranged GETs on S3)."""
+def fsspec_reader(fs: Any, local_source: bool = False) -> Reader:
+    """Read through any fsspec filesystem, ``CHUNK`` bytes per call (ranged GETs on S3).
 
-    def read(path: str, entry: Seen, out: BinaryIO, count: Callable[[int], None]) -> Seen:
+    ``local_source``: ``fs`` is this machine's (``file://``), whose errors are a local
+    source's (:mod:`malaunch.staging.localfs`).
+    """
+
+    def source(path: str) -> ContextManager[None]:
+        if local_source:
+            return local(path, reading=True, direction="in")
+        return contextlib.nullcontext()
+
+    def read(path: str, entry: Seen, out: Sink, count: Callable[[int], None]) -> Seen:
         size = int(entry["size"])
         for start in range(0, size, CHUNK):
             end = start + CHUNK if start + CHUNK < size else size + 1
-            data = fs.cat_file(path, start=start, end=end)
+            with source(path):
+                data = fs.cat_file(path, start=start, end=end)
             out.write(data)
             count(len(data))
         if size > CHUNK:  # several reads: they must all have read the version listed
-            info = fs.info(path)
+            with source(path):
+                info = fs.info(path)
             now = str(info.get("ETag") or info.get("etag") or "")
             if not now or "etag" not in entry:
                 now = str(info.get("mtime") or info.get("LastModified") or "")
@@ -58,7 +71,7 @@ def s3fs_reader(fs: Any) -> Reader:
     """Read S3 and OBS objects with one streamed GET each, on s3fs's event loop."""
     from fsspec.asyn import sync  # noqa: PLC0415 (fsspec is imported when a URL is opened)
 
-    def read(path: str, entry: Seen, out: BinaryIO, count: Callable[[int], None]) -> Seen:
+    def read(path: str, entry: Seen, out: Sink, count: Callable[[int], None]) -> Seen:
         if int(entry["size"]) >= BIG and entry.get("etag"):
             return dict(sync(fs.loop, _get_parts, fs, path, entry, out, count))
         return dict(sync(fs.loop, _get_object, fs, path, entry, out, count))
@@ -67,11 +80,11 @@ def s3fs_reader(fs: Any) -> Reader:
 
 
 async def _get_object(
-    fs: Any, path: str, entry: Seen, out: BinaryIO, count: Callable[[int], None]
+    fs: Any, path: str, entry: Seen, out: Sink, count: Callable[[int], None]
 ) -> Seen:
     bucket, key, _ = fs.split_path(path)
     response = await fs._call_s3("get_object", Bucket=bucket, Key=key)
-    await _stream(response["Body"], out.fileno(), 0, count)
+    await _stream(response["Body"], out, 0, count)
     seen: Seen = {"size": int(response.get("ContentLength", entry["size"]))}
     if response.get("ETag"):
         seen["etag"] = str(response["ETag"])
@@ -79,7 +92,7 @@ async def _get_object(
 
 
 async def _get_parts(
-    fs: Any, path: str, entry: Seen, out: BinaryIO, count: Callable[[int], None]
+    fs: Any, path: str, entry: Seen, out: Sink, count: Callable[[int], None]
 ) -> Seen:
     """A large object in ``PART``-sized ranges, ``PARTS`` at a time, each written at its
     offset; ``If-Match`` on every range, so that all of them read the version listed."""
@@ -95,7 +108,7 @@ async def _get_parts(
                 "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end}",
                 IfMatch=entry["etag"],
             )  # fmt: skip
-            await _stream(response["Body"], out.fileno(), start, count)
+            await _stream(response["Body"], out, start, count)
 
     try:
         await part(0)
@@ -113,13 +126,13 @@ async def _get_parts(
     return {"size": size}
 
 
-async def _stream(body: Any, fd: int, offset: int, count: Callable[[int], None]) -> None:
+async def _stream(body: Any, out: Sink, offset: int, count: Callable[[int], None]) -> None:
     try:
         while True:
             data = await body.read(STREAM)
             if not data:
                 return
-            os.pwrite(fd, data, offset)
+            out.write_at(data, offset)
             offset += len(data)
             count(len(data))
     finally:

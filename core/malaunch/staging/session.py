@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 # gets this long once the ranks have ended (`malaunch render` asks for --grace-period + 15 s).
 # Long uploads belong in --sync-interval passes, so that little is left for this one.
 STAGE_OUT_AFTER_SIGNAL = 10.0
+# Once the final upload is told to stop (its deadline, a second signal), how long it is waited
+# for: a transfer stuck where no stop reaches it (a dead connection, a hung disk) is left.
+FINAL_STOP_WAIT = 2.0
 
 
 def read_mappings(
@@ -208,15 +211,20 @@ class StagedRun:
         seconds; a second signal stops it at once."""
         start = _now()
         deadline = self.clock() + STAGE_OUT_AFTER_SIGNAL if launcher_signal else None
-        error: Optional[MalaunchError] = None
+        ended: List[Optional[MalaunchError]] = []
+        # In a thread of its own, so that whatever it is stuck on, the launcher is not.
+        upload = threading.Thread(
+            target=self._final_upload, args=(deadline, ended), name="malaunch-stage-out",
+            daemon=True,
+        )  # fmt: skip
         with SignalLimit(self.stager, self.clock, STAGE_OUT_AFTER_SIGNAL, deadline):
-            try:
-                self.stager.stop_periodic()
-                self.stager.stage_out(final=True, deadline=deadline)
-            except MalaunchError as exc:
-                error = exc
-            except Exception as exc:  # the job has run: its summary must still be written
-                error = StagingError(f"stage-out: {type(exc).__name__}: {exc}")
+            upload.start()
+            self._wait(upload, deadline)
+        if ended:
+            error = ended[0]
+        else:
+            error = StagingError("stage-out: stopped; files in flight did not stop and were left")
+            logger.warning(str(error))
         outputs = [report for report in self.stager.reports() if report.direction == "out"]
         if outputs:
             self.record["stage_out"] = phase_record(start, outputs)
@@ -231,6 +239,31 @@ class StagedRun:
     def cancel(self) -> None:
         """Stop every transfer under way (the launcher is going away)."""
         self.stager.cancel()
+
+    def _final_upload(
+        self, deadline: Optional[float], ended: List[Optional[MalaunchError]]
+    ) -> None:
+        try:
+            self.stager.stop_periodic()
+            self.stager.stage_out(final=True, deadline=deadline)
+        except MalaunchError as exc:
+            ended.append(exc)
+        except Exception as exc:  # the job has run: its summary must still be written
+            ended.append(StagingError(f"stage-out: {type(exc).__name__}: {exc}"))
+        else:
+            ended.append(None)
+
+    def _wait(self, upload: threading.Thread, deadline: Optional[float]) -> None:
+        """Until ``upload`` ends, or :data:`FINAL_STOP_WAIT` after it was told to stop."""
+        leave_at: Optional[float] = None
+        while upload.is_alive():
+            upload.join(0.2)
+            now = self.clock()
+            stopped = self.stager.cancelled or (deadline is not None and now >= deadline)
+            if stopped and leave_at is None:
+                leave_at = now + FINAL_STOP_WAIT
+            if leave_at is not None and now >= leave_at:
+                return
 
 
 def shared_uploader(topology: Topology) -> int:

@@ -16,13 +16,15 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple, Union
 
-from malaunch.errors import MissingInputError
+from malaunch.errors import MalaunchError, MissingInputError
 from malaunch.log import logger
 from malaunch.staging import passes
 from malaunch.staging.errors import StagingError
+from malaunch.staging.localfs import Skips, local_error
 from malaunch.staging.models import MappingReport, RetryPolicy, StageMapping
 from malaunch.staging.parse import expand, per_node, placeholders
 from malaunch.staging.pool import Run, Target
+from malaunch.staging.progress import count_of
 from malaunch.staging.readers import fsspec_reader, s3fs_reader
 from malaunch.staging.remote import (
     S3_SCHEMES,
@@ -71,6 +73,7 @@ class Stager:
         self.outputs: List[Target] = []
         self.missing: List[str] = []  # outputs whose LOCAL was not there at the final pass
         self.notes = RetryNotes(clock)
+        self.skips = Skips()  # the FIFOs and devices met, each said once
         shared = node_rank == 0 if uploads_shared is None else uploads_shared
         for mapping in mappings:
             if mapping.direction == "out" and not shared and not per_node(mapping):
@@ -120,8 +123,15 @@ class Stager:
         :raises MissingInputError: no such bucket, object or prefix; no credentials (66).
         :raises MappingFileError: a key that cannot be a path under LOCAL (65).
         :raises StagingError: a transfer failed after the retries, or :meth:`cancel` (74).
+        :raises UsageError: a destination that cannot be a folder (64); the local
+            filesystem's other errors are 74 (:mod:`malaunch.staging.localfs`).
         """
-        return [self._pass(target, passes.stage_in, keep_going=False) for target in self.inputs]
+        reports = [self._pass(t, passes.stage_in, keep_going=False) for t in self.inputs]
+        if reports and not any(report.files or report.removed for report in reports):
+            # Silence would leave "was it skipped, or did it not run?" open.
+            fresh = sum(report.skipped for report in reports)
+            logger.info(f"stage-in: {count_of(fresh, 'file')} up to date, 0 B transferred")
+        return reports
 
     def stage_out(
         self, final: bool = True, deadline: Optional[float] = None
@@ -132,12 +142,15 @@ class Stager:
         the grace period after SIGTERM. A periodic pass (``final=False``) reports its errors;
         the final pass raises them after trying every file.
 
-        :raises StagingError: (final pass) files that could not be uploaded (74).
+        :raises StagingError: (final pass) files that could not be uploaded (74), or the
+            class of the first error: a LOCAL that cannot be read is 66
+            (:mod:`malaunch.staging.localfs`).
         """
+        raised: List[BaseException] = []
         with self._out_lock:
             reports = [
-                self._pass(target, passes.stage_out, keep_going=True, deadline=deadline)
-                for target in self.outputs
+                self._pass(t, passes.stage_out, True, deadline=deadline, failures=raised)
+                for t in self.outputs
             ]
             if final:
                 self.missing = [str(t.mapping.local) for t in self.outputs if not t.local.exists()]
@@ -147,8 +160,10 @@ class Stager:
             logger.warning(f"stage-out: {local} does not exist: nothing uploaded from it")
         failed = [error for report in reports for error in report.errors]
         if final and failed:
-            more = f" (and {len(failed) - 1} more errors)" if len(failed) > 1 else ""
-            raise StagingError(f"stage-out: {failed[0]}{more}")
+            more = f" (and {count_of(len(failed) - 1, 'more error')})" if len(failed) > 1 else ""
+            first = failed[0] if failed[0].startswith("stage-out: ") else f"stage-out: {failed[0]}"
+            cls = type(raised[0]) if raised and isinstance(raised[0], MalaunchError) else None
+            raise (cls or StagingError)(f"{first}{more}")
         return reports
 
     def start_periodic(self, interval: float) -> None:
@@ -177,6 +192,11 @@ class Stager:
                 event.set()
         self._periodic_stop.set()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancelled
+
     def reports(self) -> List[MappingReport]:
         """Every mapping's passes added up, inputs first: the summary's record."""
         return list(self._totals.values())
@@ -191,7 +211,7 @@ class Stager:
     def _run(self, keep_going: bool, deadline: Optional[float] = None) -> Run:
         return Run(
             self.workers, self.retry, self.stream, threading.Event(), deadline, keep_going,
-            self.clock, self.notes,
+            self.clock, self.notes, self.skips,
         )  # fmt: skip
 
     def _pass(
@@ -200,7 +220,10 @@ class Stager:
         action: Callable[[Target, Run], MappingReport],
         keep_going: bool,
         deadline: Optional[float] = None,
+        failures: Optional[List[BaseException]] = None,
     ) -> MappingReport:
+        """One pass over ``target``; the errors it met added to ``failures``. The staging
+        boundary: an ``OSError`` that got this far unclassified is the local side's."""
         run = self._run(keep_going, deadline)
         periodic = threading.current_thread() is self._periodic
         if periodic:
@@ -215,10 +238,17 @@ class Stager:
             self._record(_failed(target, f"stopped: {exc}"))
             msg = f"{target.mapping}: stopped before the transfers were done"
             raise StagingError(msg) from exc
+        except OSError as exc:
+            direction = target.mapping.direction
+            error = local_error(exc, target.local, reading=direction == "out", direction=direction)
+            self._record(_failed(target, str(error)))
+            raise error from exc
         except Exception as exc:
             self._record(_failed(target, str(exc)))
             raise
         finally:
+            if failures is not None:
+                failures.extend(run.failures)
             self.notes.flush()  # the retries not yet told, before the pass's result or error
             with self._lock:
                 self._active.remove(run.abort)
@@ -239,10 +269,13 @@ def _target(mapping: StageMapping, base: Path, environ: Mapping[str, str]) -> Ta
     local = Path(mapping.local)
     scheme = scheme_of(mapping.url)
     s3 = scheme in S3_SCHEMES
-    reader = s3fs_reader(fs) if s3 else fsspec_reader(fs)
+    from fsspec.implementations.local import LocalFileSystem  # noqa: PLC0415 (as the URL's)
+
+    on_this_machine = isinstance(fs, LocalFileSystem)
+    reader = s3fs_reader(fs) if s3 else fsspec_reader(fs, local_source=on_this_machine)
     return Target(
         mapping, base / local if not local.is_absolute() else local, fs,
-        path.rstrip("/") or path, s3, reader,
+        path.rstrip("/") or path, s3, reader, on_this_machine,
     )  # fmt: skip
 
 

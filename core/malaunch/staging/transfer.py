@@ -22,10 +22,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set, TypeVar
 
-from malaunch.errors import MissingInputError
+from malaunch.errors import MalaunchError, MissingInputError
 from malaunch.log import logger
 from malaunch.staging.errors import StagingError
-from malaunch.staging.manifest import PARTIAL
+from malaunch.staging.localfs import PARTIAL, Sink, local, local_error
 from malaunch.staging.models import RetryPolicy
 from malaunch.staging.progress import Progress
 from malaunch.staging.readers import Reader, size_error
@@ -137,8 +137,8 @@ def retrying(
             return action()
         except Exception as exc:
             undo()
-            if isinstance(exc, Cancelled):
-                raise
+            if isinstance(exc, (Cancelled, MalaunchError)):
+                raise  # MalaunchError: a local error, classified already; trying again won't help
             if isinstance(exc, FileNotFoundError):
                 msg = f"{url}: no such file, bucket or key ({describe(exc)})"
                 raise MissingInputError(msg) from exc
@@ -202,13 +202,23 @@ def download(
 
     def action() -> None:
         counted[0] = 0
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "wb") as out:
-            got = reader(rpath, entry, out, count)
+        with local(target, reading=False, direction="in"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # unbuffered: a full disk fails the write that found it, in the Sink, not a close
+            out = open(temporary, "wb", buffering=0)  # noqa: SIM115 (closed below, checked)
+        try:
+            got = reader(rpath, entry, Sink(out, target), count)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                out.close()
+            raise
+        with local(target, reading=False, direction="in"):
+            out.close()  # NFS reports a failed write back here
         if counted[0] != got["size"]:
             raise size_error(counted[0], got["size"])
         seen.update(got)  # one GET of a version newer than listed: record what was read
-        os.replace(temporary, target)
+        with local(target, reading=False, direction="in"):
+            os.replace(temporary, target)
 
     def undo() -> None:
         progress.add(-counted[0])
@@ -220,23 +230,39 @@ def download(
 
 
 def upload(
-    fs: Any, source: Path, rpath: str, *, atomic: bool, progress: Progress, url: str, **kw: Any
+    fs: Any,
+    source: Path,
+    rpath: str,
+    *,
+    atomic: bool,
+    progress: Progress,
+    url: str,
+    local_destination: bool = False,
+    **kw: Any,
 ) -> None:
     """Copy ``source`` to ``rpath`` of ``fs``: directly where a PUT is atomic (S3), else
-    through a temporary name beside it."""
+    through a temporary name beside it. ``local_destination``: ``fs`` is this machine's
+    (``file://``), whose errors are a local destination's."""
     temporary: Optional[str] = None if atomic else _beside(rpath)
     counted = [0]
 
     def action() -> None:
         counted[0] = 0
         callback = _callback(progress, counted, kw["stop"], url)
-        if temporary is None:
-            fs.put_file(str(source), rpath, callback=callback)
-        else:
-            fs.makedirs(fs._parent(rpath), exist_ok=True)
-            fs.put_file(str(source), temporary, callback=callback)
-            fs.mv(temporary, rpath)
-        progress.add(source.stat().st_size - counted[0])
+        try:
+            if temporary is None:
+                fs.put_file(str(source), rpath, callback=callback)
+            else:
+                fs.makedirs(fs._parent(rpath), exist_ok=True)
+                fs.put_file(str(source), temporary, callback=callback)
+                fs.mv(temporary, rpath)
+            size = source.stat().st_size
+        except OSError as exc:
+            mapped = _local_side(exc, source, rpath, local_destination)
+            if mapped is None:
+                raise  # the server's, or the network's
+            raise mapped from exc
+        progress.add(size - counted[0])
 
     def undo() -> None:
         progress.add(-counted[0])
@@ -245,6 +271,19 @@ def upload(
                 fs.rm_file(temporary)
 
     retrying(action, url, undo=undo, **kw)
+
+
+def _local_side(
+    exc: OSError, source: Path, rpath: str, local_destination: bool
+) -> Optional[MalaunchError]:
+    """An upload's error that is this machine's filesystem's, as :func:`local_error` says."""
+    if isinstance(exc, InterruptedError):
+        return None
+    if exc.filename is not None and str(exc.filename) == str(source):
+        return local_error(exc, source, reading=True, direction="out")
+    if local_destination:
+        return local_error(exc, rpath, reading=False, direction="out")
+    return None
 
 
 def _beside(rpath: str) -> str:

@@ -6,8 +6,9 @@ non-zero or dies of a signal is this node's failure: every other process group g
 at once (SIGKILL after the grace period) and the job is told. A service that exits 0 on its
 own is simply done (a MindSpore scheduler does so once every worker has unregistered). When
 every local worker has succeeded the job is told ``done``; services keep running until the
-job says ``finish`` (their workers may be on other nodes). A terminating launcher signal is
-forwarded to every group, and a second one sends SIGKILL at once.
+job says ``finish`` (their workers may be on other nodes). A chief that exits 0 is said to
+the job (``chief``), which then finishes under the ``chief`` success policy. A terminating
+launcher signal is forwarded to every group, and a second one sends SIGKILL at once.
 
 Job commands: ``stop`` (another node failed, or a restart), ``finish``, ``capture`` (print
 your ranks' stacks, see :mod:`malaunch.supervisor.capture`).
@@ -22,6 +23,7 @@ from malaunch.errors import ExitCode, LaunchError
 from malaunch.events import EventLoop, Timer
 from malaunch.hang.watch import HangSettings, HangWatch, Watched
 from malaunch.job.protocol import Message
+from malaunch.job.success import CHIEF_ROLE
 from malaunch.log import logger
 from malaunch.supervisor.capture import StackCapture
 from malaunch.supervisor.group import Group
@@ -104,7 +106,10 @@ class Attempt:
             self._arm_safety_net()
         if returncode != 0:
             self._local_failure(child, returncode)
-        elif not any(c.running for c in self.group.children if not c.spec.service):
+            return
+        if child.spec.role == CHIEF_ROLE and not child.spec.service:
+            self._report({"t": "chief"})  # the job may have succeeded (success policy chief)
+        if not any(c.running for c in self.group.children if not c.spec.service):
             self.workers_ended()
 
     def _local_failure(self, child: Child, returncode: int) -> None:
@@ -143,7 +148,8 @@ class Attempt:
             self._fail(failure_of(failure, self.tail_lines))
         elif not self.done_reported:
             self.done_reported = True
-            self._report({"t": "done"})
+            workers = sum(1 for c in self.group.children if not c.spec.service)
+            self._report({"t": "done", "workers": workers})
 
     def on_launcher_signal(self, signum: int) -> None:
         self.launcher_signals += 1
@@ -201,11 +207,11 @@ class Attempt:
 
     def _obey(self, message: Message) -> None:
         if kind_is(message, "finish"):
-            services = len(self.group.running())
-            if services and not self.stopping:
-                logger.info(
-                    f"every worker of the job succeeded; stopping {services} service processes"
-                )
+            left = self.group.running()
+            if left and not self.stopping:
+                decision = message.get("decision") or "every worker of the job succeeded"
+                what = "service " if all(c.spec.service for c in left) else ""
+                logger.info(f"{decision}; stopping {len(left)} {what}processes")
         elif not self.stopping:
             failure = message.get("failure") or {}
             running = len(self.group.running())

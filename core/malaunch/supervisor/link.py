@@ -68,6 +68,9 @@ class JobLink:
             transport=self,
             scheduler=self.loop,
             restart_overrides=self._restart_overrides,
+            success=self.options.success_policy,
+            # Without the channel, a node of a multi-node job decides for itself alone.
+            partial=settings is None and self.topology.nnodes > 1,
         )
         if settings is not None:
             self.server = ChannelServer(
@@ -96,6 +99,11 @@ class JobLink:
         number = message.get("attempt")
         if message.get("t") == "start" and isinstance(number, int):
             self.heard_attempt = number
+        kind = message.get("t")
+        if self.client is not None and (
+            kind == "finish" or (kind == "stop" and message.get("final", True))
+        ):
+            self.client.job_over = True  # node 0 may now leave before this node has stopped
         self.on_command(message)
 
     def report(self, message: Message) -> None:

@@ -10,6 +10,7 @@ from malaunch.events import Clock
 from malaunch.hang.watch import HangSettings
 from malaunch.job.restart import RestartPolicy
 from malaunch.job.settings import JobSettings
+from malaunch.job.success import ALL_WORKERS
 from malaunch.supervisor.output import ConsoleWriter
 from malaunch.supervisor.tail import TailReader, own_log
 
@@ -64,6 +65,8 @@ class SuperviseOptions:
     stage-in); ``finish`` runs once the last attempt's processes have ended, before the
     summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
     only when an attempt has started (a job stopped before its start uploads nothing).
+    ``success_policy``: when the job has succeeded, ``all-workers`` or ``chief``
+    (:mod:`malaunch.job.success`).
     """
 
     log_dir: str
@@ -86,3 +89,4 @@ class SuperviseOptions:
     console_dedup: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
+    success_policy: str = ALL_WORKERS

@@ -9,13 +9,18 @@ had to be stopped by ``simulate``'s safety net is 70.
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 from typing import Any, Dict, List, Optional
 
 from malaunch.errors import ExitCode, LaunchError
-from malaunch.job.protocol import Message
+from malaunch.job.protocol import MAX_MESSAGE, Message
+from malaunch.supervisor.errorfile import read_error_file
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import log_tail
+
+# What a failure may take of a job channel message, the rest being the message around it.
+REPORT_BUDGET = MAX_MESSAGE * 3 // 4
 
 
 def signal_name(signum: int) -> str:
@@ -40,11 +45,12 @@ def exit_code_of(returncode: int) -> int:
 
 def failure_of(child: Child, tail_lines: int = 0) -> Dict[str, Any]:
     """The job channel's description of a failed process (its node is added by the sender):
-    with ``tail_lines``, its log's last lines and its Python exception, for every node's
-    summary."""
+    with ``tail_lines``, its log's last lines and its Python exception, and the structured
+    error of its error file (``@record``), for every node's summary."""
     returncode = child.returncode if child.returncode is not None else 0
     tail, exception = log_tail(child.spec.log_file, tail_lines)
-    return {
+    error = read_error_file(child.spec.error_file)
+    failure = {
         "kind": "exit",
         "rank": child.spec.rank,
         "role": child.spec.role,
@@ -53,7 +59,32 @@ def failure_of(child: Child, tail_lines: int = 0) -> Dict[str, Any]:
         "log_file": child.spec.log_file,
         "tail": tail,
         "exception": exception,
+        "error": error,
     }
+    return fit_report(failure)
+
+
+def _encoded(failure: Dict[str, Any]) -> int:
+    """The bytes ``failure`` takes in a job channel message (ASCII JSON: \\uXXXX escapes)."""
+    return len(json.dumps(failure, separators=(",", ":"), ensure_ascii=True))
+
+
+def fit_report(failure: Dict[str, Any], budget: int = REPORT_BUDGET) -> Dict[str, Any]:
+    """``failure`` cut to fit one job channel message: the exception's first lines go first,
+    then the tail's, since a traceback ends with what failed. 20 lines of 400 characters fit
+    easily, but a traceback of 64 KiB of non-ASCII text (each character six bytes as JSON)
+    would not, and the failure could then not be told at all."""
+    fitted = dict(failure)
+    while _encoded(fitted) > budget:
+        exception, tail = fitted.get("exception"), fitted.get("tail") or []
+        if exception:
+            lines = exception.splitlines()
+            fitted["exception"] = "\n".join(lines[len(lines) // 2 + 1 :]) or None
+        elif tail:
+            fitted["tail"] = tail[len(tail) // 2 + 1 :]
+        else:
+            break  # the rest is small and bounded (the error file's fields are cut)
+    return fitted
 
 
 @dataclasses.dataclass

@@ -166,11 +166,16 @@ def spawn(
     ``extra_env`` is what the launcher adds at run time (heartbeat address, faulthandler) and
     a variable the plan or the user already set wins over it.
     """
-    env = {**environ, **(extra_env or {}), **spec.env, RESTART_VAR: str(attempt)}
+    counts = dict.fromkeys((RESTART_VAR, *spec.attempt_env), str(attempt))
+    env = {**environ, **(extra_env or {}), **spec.env, **counts}
     setup = bound_to(setup, plan_cpus(spec))
     try:
         for directory in (spec.cwd, *spec.dirs):
             os.makedirs(directory, exist_ok=True)
+        if spec.error_file is not None:
+            # An error file left by an earlier attempt or run must not be read as this one's.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spec.error_file)
         log_fd = open_log(spec.log_file, append=attempt > 0)
     except OSError as exc:
         msg = f"cannot start {describe(spec)}: {exc.filename}: {exc.strerror}"

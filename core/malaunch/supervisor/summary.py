@@ -4,9 +4,11 @@ JSON shape (a contract for platforms and tests)::
 
     {"exit_code": int, "node": int,
      "first_failure": {process entry, "tail": [str], "exception": str | null,
-                       "tail_file": str} | null,    # this node's own first failure, with the
-                                                    # last --tail-lines of its log (tail_file)
-                                                    # and its Python traceback
+                       "tail_file": str, "error": {error} | null} | null,
+                                                    # this node's own first failure, with the
+                                                    # last --tail-lines of its log (tail_file),
+                                                    # its Python traceback and the structured
+                                                    # error of its error file (@record)
      "stopped_by": {failure} | null,                # why the job stopped this node (exit 75)
      "job_failure": {failure} | null,               # the job's first failure, from node 0
      "hang": {hang record} | null,                  # --hang-timeout: rank, node, seconds
@@ -23,12 +25,17 @@ A staging phase is ``{"start_time", "end_time", "files", "bytes", "errors": [str
 "errors"}]}``; the stage-out phase is the final pass, its mappings count every pass, and its
 ``"missing"`` lists the LOCALs that did not exist at the final pass (a warning, no error).
 
+An error is what a process's ``@record`` wrote to its ``TORCHELASTIC_ERROR_FILE``
+(:mod:`malaunch.supervisor.errorfile`): ``{"type": str | null, "message": str, "frame": str |
+null, "code": str | null, "timestamp": ISO time | null, "file": str}``.
+
 A failure is ``{"kind": "exit"|"signal"|"hang"|"lost"|"launch"|"absent"|"stage-in", "node",
-"rank", "role", "code", "signal"}``, for ``exit`` also ``"log_file"``, ``"tail"`` and
-``"exception"`` as read on its node, for ``stage-in`` (a node whose stage-in failed before the
-job started; ``code`` is its exit code) the error line as ``"reason"``. ``processes`` are the
-last attempt's. ``exit_code`` of a process is null when it died of a signal, and ``signal``
-then names it (``"SIGKILL"``); times are ISO 8601 with the local UTC offset.
+"rank", "role", "code", "signal"}``, for ``exit`` also ``"log_file"``, ``"tail"``,
+``"exception"`` and ``"error"`` as read on its node, for ``stage-in`` (a node whose stage-in
+failed before the job started; ``code`` is its exit code) the error line as ``"reason"``.
+``processes`` are the last attempt's. ``exit_code`` of a process is null when it died of a
+signal, and ``signal`` then names it (``"SIGKILL"``); times are ISO 8601 with the local UTC
+offset.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from malaunch.errors import ExitCode
 from malaunch.files import write_atomic
 from malaunch.log import logger
 from malaunch.supervisor.attempt import describe_failure
+from malaunch.supervisor.errorfile import error_lines, read_error_file
 from malaunch.supervisor.options import Finished
 from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
@@ -90,6 +98,7 @@ def build_summary(
         tail, exception, source = tail_reader(failure.spec, tail_lines)
         first = {**process_entry(failure), "tail": tail, "exception": exception}
         first["tail_file"] = source
+        first["error"] = read_error_file(failure.spec.error_file)
     return {
         "exit_code": last.exit_code,
         "node": last.node,
@@ -195,10 +204,18 @@ def report(
 
 
 def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
-    """The failed rank's last lines and its exception, so nobody has to find the file."""
-    if not failure or not failure.get("tail"):
+    """The failed rank's structured error, last lines and exception, so nobody has to find
+    the file."""
+    if not failure:
         return
     where = describe_failure(failure) if "kind" in failure else _process_name(failure)
+    error = failure.get("error")
+    if isinstance(error, dict):
+        logger.info(f"{where}: its error file ({error.get('file')}) says:")
+        for line in error_lines(error):
+            logger.info(f"  | {line}")
+    if not failure.get("tail"):
+        return
     log_file = failure.get("tail_file") or failure.get("log_file") or "its log"
     count = len(failure["tail"])
     logger.info(f"last {f'{count} lines' if count > 1 else 'line'} of {log_file} ({where}):")

@@ -13,6 +13,7 @@ from malaunch.models import LaunchPlan, ProcessSpec
 
 CONTRACT_KEYS = {
     "role", "rank", "local_rank", "argv", "env", "cwd", "log_file", "service", "dirs", "cpus",
+    "attempt_env", "error_file",
 }  # fmt: skip
 
 
@@ -35,10 +36,13 @@ def _process_problems(index: int, spec: ProcessSpec) -> List[str]:
             problems.append(f"{where}: env key {key!r} is not a variable name")
         if not isinstance(value, str) or "\0" in value:
             problems.append(f"{where}: env[{key!r}] must be a str without NUL, got {value!r}")
-    for field in ("cwd", "log_file"):
+    for field in ("cwd", "log_file", "error_file"):
         path = getattr(spec, field)
-        if not os.path.isabs(path):
+        if path is not None and not os.path.isabs(path):
             problems.append(f"{where}: {field} {path!r} is not absolute")
+    for name in spec.attempt_env:
+        if not name or "=" in name or "\0" in name:
+            problems.append(f"{where}: attempt_env {name!r} is not a variable name")
     if spec.rank is not None and spec.rank < 0:
         problems.append(f"{where}: negative rank")
     return problems
@@ -51,6 +55,9 @@ def _group_problems(plan: LaunchPlan) -> List[str]:
     logs = [p.log_file for p in processes]
     if len(set(logs)) != len(logs):
         problems.append(f"log files are not distinct: {logs}")
+    errors = [p.error_file for p in processes if p.error_file is not None]
+    if len(set(errors)) != len(errors) or set(errors) & set(logs):
+        problems.append(f"error files are not distinct (from each other and the logs): {errors}")
     ranks = [p.rank for p in processes if p.rank is not None]
     if len(set(ranks)) != len(ranks):
         problems.append(f"ranks are not unique: {ranks}")
@@ -92,7 +99,8 @@ def check_plan(plan: LaunchPlan) -> None:
 
     Checked: at least one process and at least one non-service process; roles set; argv a
     non-empty list of str; env keys are variable names and values str; cwd and log files
-    absolute, log files distinct; ranks unique (services included), worker ranks consecutive,
+    absolute, log files distinct; error files absolute and distinct, attempt variables
+    variable names; ranks unique (services included), worker ranks consecutive,
     worker local ranks ``0..n-1``; services distinct by (role, rank, local rank); the plan's
     JSON has exactly the dry-run contract's keys and reloads to an equal plan.
 

@@ -22,13 +22,15 @@ def make_plan(
     environ: Optional[Mapping[str, str]] = None,
     plugins: Optional[PluginSet] = None,
     check: bool = True,
+    max_restarts: int = 0,
     **framework_options: Any,
 ) -> LaunchPlan:
     """The named framework's plan, found through the installed plugins as the CLI finds it.
 
     ``framework_options`` are the values of the framework's own options by their Python name
     (``ms_mode="dynamic"``); ``environ`` is the launcher environment the plugin may read
-    (default: empty); ``cwd`` is the launch directory (default: this process's). The plan is
+    (default: empty); ``cwd`` is the launch directory (default: this process's);
+    ``max_restarts`` is ``--max-restarts``. The plan is
     :func:`check_plan`-ed unless ``check=False``. Nothing is created on disk and core
     additions (``PYTHONUNBUFFERED``, ``--env``) are not applied.
     """
@@ -38,6 +40,7 @@ def make_plan(
         cwd=str(Path(cwd).absolute() if cwd is not None else Path.cwd()),
         environ=dict(environ or {}),
         framework_options=framework_options,
+        max_restarts=max_restarts,
     )
     plan = loaded.framework(framework).plan(topology, list(command), options)
     if check:

@@ -37,11 +37,34 @@ def test_native_env_matches_torchrun(
             "MASTER_ADDR": "192.0.2.11",
             "MASTER_PORT": "29500",
             "OMP_NUM_THREADS": "1",
+            "TORCHELASTIC_RUN_ID": "none",
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+            "TORCHELASTIC_ERROR_FILE": str(tmp_path / "logs" / f"worker-{rank}.error.json"),
         }
         assert process.argv == ("python", "train.py", "--lr", "0.1")
         assert process.cwd == str(tmp_path)
         assert process.log_file == str(tmp_path / "logs" / f"worker-{rank}.log")
+        assert process.error_file == process.env["TORCHELASTIC_ERROR_FILE"]
+        assert process.attempt_env == ("TORCHELASTIC_RESTART_COUNT",)
         assert not process.service
+
+
+def test_torchelastic_run_id_is_the_job_id_and_max_restarts_the_option(
+    malaunch_plan: PlanFactory,
+) -> None:
+    topology = make_topology(nodes=1, nproc_per_node=2, job_id="modelarts-job-42")
+    plan = malaunch_plan("torch_ddp", topology, max_restarts=3)
+    assert {p.env["TORCHELASTIC_RUN_ID"] for p in plan.processes} == {"modelarts-job-42"}
+    assert {p.env["TORCHELASTIC_MAX_RESTARTS"] for p in plan.processes} == {"3"}
+
+
+def test_nccl_async_error_handling_only_when_unset(malaunch_plan: PlanFactory) -> None:
+    topology = make_topology(nodes=1, nproc_per_node=2)
+    preset = malaunch_plan("torch_ddp", topology, environ={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"})
+    assert all("TORCH_NCCL_ASYNC_ERROR_HANDLING" not in p.env for p in preset.processes)
 
 
 def test_omp_threads_only_when_unset_and_several_processes(malaunch_plan: PlanFactory) -> None:
@@ -120,7 +143,14 @@ def test_delegate_process_env_and_log(malaunch_plan: PlanFactory, tmp_path: Path
     topology = make_rank_table_topology(servers=2, devices_per_server=2)
     plan = malaunch_plan("torch_ddp", topology, torch_mode="delegate", export_rank_table=True)
     (process,) = plan.processes
-    assert process.env == {"RANK_TABLE_FILE": "/home/ma-user/rank_table/jobstart_hccl.json"}
+    # torchrun's own @record copies its first failed worker's error into this file
+    error_file = str(tmp_path / "logs" / "torchrun-node-0.error.json")
+    assert process.env == {
+        "RANK_TABLE_FILE": "/home/ma-user/rank_table/jobstart_hccl.json",
+        "TORCHELASTIC_ERROR_FILE": error_file,
+    }
+    assert process.error_file == error_file
+    assert process.attempt_env == ()
     assert process.log_file == str(tmp_path / "logs" / "torchrun-node-0.log")
     assert process.argv[:3] == ("python", "-m", "torch.distributed.run")
 

@@ -157,10 +157,16 @@ class PyTorchJob(Strict):
 
 class TFSpec(Strict):
     runPolicy: RunPolicy
+    successPolicy: Optional[Literal["", "AllWorkers"]] = None
     tfReplicaSpecs: Dict[Literal["Chief", "Master", "PS", "Worker", "Evaluator"], ReplicaSpec]
 
     @model_validator(mode="after")
     def _operator_rules(self) -> TFSpec:
+        for leader in ("Chief", "Master"):  # tfjob_webhook: "There must be only 1 chief replica"
+            spec = self.tfReplicaSpecs.get(leader)
+            if spec is not None and spec.replicas != 1:
+                msg = f"there must be only 1 {leader.lower()} replica"
+                raise ValueError(msg)
         _needs_container(self.tfReplicaSpecs.items(), "tensorflow")
         return self
 

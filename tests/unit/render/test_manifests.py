@@ -257,8 +257,10 @@ def test_ascendjob_mindspore_has_a_scheduler_and_its_workers() -> None:
     assert replicas == {"Scheduler": 1, "Worker": 4}
     assert spec["runPolicy"]["schedulingPolicy"]["minAvailable"] == 5  # the scheduler too
     scheduler, worker = (spec["replicaSpecs"][k]["template"] for k in ("Scheduler", "Worker"))
-    assert "metadata" not in scheduler  # not an NPU pod: no ring-controller label
-    assert worker["metadata"] == {"labels": {"ring-controller.atlas": "ascend-910b"}}
+    # Every template carries the job's NPU model, the Scheduler's too (no NPU of its own), as
+    # in MindCluster's mindspore_multinodes_acjob_910b.yaml sample.
+    for template in (scheduler, worker):
+        assert template["metadata"] == {"labels": {"ring-controller.atlas": "ascend-910b"}}
     for template in (scheduler, worker):
         container = template["spec"]["containers"][0]
         assert container["name"] == "ascend"
@@ -346,8 +348,34 @@ REFUSED = [
     ),
     (
         {"name": "My_Job"},
-        "--name 'My_Job': expected a DNS label of at most 45 characters (lower-case letters, "
-        "digits and '-'), so that <name>-<task>-<index> pod names stay valid",
+        "--name 'My_Job': expected a DNS-1035 label of at most 45 characters (a lower-case "
+        "letter, then lower-case letters, digits and '-', not ending in '-'), as the operators "
+        "require, and so that <name>-<task>-<index> pod names stay valid",
+    ),
+    (
+        {"chief": True},
+        "--chief: only TensorFlow parameter-server jobs (--framework tensorflow_ps) have a "
+        "chief task, not torch_ddp",
+    ),
+    (
+        {"framework": "tensorflow_ps", "success_policy": "chief"},
+        "--success-policy chief: the rendered job has no chief task; add --chief",
+    ),
+    (
+        {"node_selector": (("host arch", "arm"),)},
+        "--node-selector 'host arch=arm': expected a Kubernetes label KEY=VALUE (KEY an optional "
+        "DNS prefix and '/', then a name; VALUE at most 63 letters, digits, '-', '_' and '.')",
+    ),
+    (
+        {"target": "ascendjob", "accelerator": "nvidia.com/gpu"},
+        "--accelerator nvidia.com/gpu: the ascend-operator counts only Ascend NPUs "
+        "(huawei.com/Ascend..., such as huawei.com/Ascend910) and refuses a replica that "
+        "requests none",
+    ),
+    (
+        {"target": "ascendjob", "accelerator_type": "ascend-999"},
+        "--accelerator-type 'ascend-999': expected one of ascend-910b, ascend-910, ascend-npu, "
+        "ascend-310P, ascend-310",
     ),
     ({"image": "a b"}, "--image 'a b': expected an image reference without spaces"),
     (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -13,7 +14,7 @@ from malaunch.report.model import LogFile
 from malaunch.report.page import render_page, spans
 from malaunch.report.sections import href, link
 
-from .runs import HOSTILE, Launcher, restarted_job
+from .runs import HOSTILE, Launcher, exit_failure, restarted_job
 
 
 class Elements(HTMLParser):
@@ -104,3 +105,37 @@ def test_a_damaged_run_still_renders(tmp_path: Path) -> None:
 def test_rank_spans() -> None:
     assert spans([3, 0, 1, 2, 5, 7, 8]) == "0-3,5,7-8"
     assert spans([]) == ""
+
+
+def test_the_structured_error_of_a_recorded_rank_is_shown_escaped(tmp_path: Path) -> None:
+    log = str(tmp_path / "logs" / "worker-1.log")
+    failure = exit_failure(0, 1, 3, log, ["step 1"])
+    failure["error"] = {
+        "type": "ValueError",
+        "message": f"bad batch {HOSTILE}",
+        "frame": 'File "/job/train.py", line 12, in step',
+        "code": "raise ValueError(n)",
+        "timestamp": "2026-01-02T03:04:05+00:00",
+        "file": str(tmp_path / "logs" / "worker-1.error.json"),
+    }
+    run = Launcher(tmp_path / "logs", ranks=(0, 1), endings={1: (3, None)},
+                   failures={0: failure}, exit_code=3)  # fmt: skip
+    job = collect(run.write())
+    assert job.failures[0].error is not None
+    assert job.failures[0].error["type"] == "ValueError"
+    page = render_page(job, tmp_path)
+    assert "<h4>Its error (@record)</h4>" in page
+    assert f"ValueError: bad batch {escape(HOSTILE)}" in page
+    assert HOSTILE not in page
+    assert escape('File "/job/train.py", line 12, in step raise ValueError(n)') in page
+    assert "2026-01-02T03:04:05+00:00" in page
+
+
+def test_a_malformed_error_in_a_summary_is_left_out(tmp_path: Path) -> None:
+    failure = exit_failure(0, 1, 3, str(tmp_path / "logs" / "worker-1.log"), ["step 1"])
+    failure["error"] = {"type": 7, "message": ["not", "text"]}
+    run = Launcher(tmp_path / "logs", ranks=(0, 1), endings={1: (3, None)},
+                   failures={0: failure}, exit_code=3)  # fmt: skip
+    job = collect(run.write())
+    assert job.failures[0].error is None
+    assert "Its error (@record)" not in render_page(job, tmp_path)

@@ -13,6 +13,7 @@ import pytest
 from malaunch.cli.simulate import option_tokens
 from malaunch.simulate.platforms import (
     JobShape,
+    default_platform,
     fabricate,
     loopback,
     partial_table,
@@ -124,6 +125,27 @@ def test_tf_ps_gives_each_task_its_own_node(tmp_path: Path) -> None:
     assert (env["MA_TASK_NAME"], env["VC_TASK_INDEX"]) == ("worker", "1")
     assert env["MA_CURRENT_INSTANCE_NAME"] == "modelarts-job-abc123-worker-1"
     assert "MA_NUM_GPUS" not in env
+    assert "TF_CHIEF_HOSTS" not in env
+
+
+def test_tf_ps_with_a_chief_puts_it_first(tmp_path: Path) -> None:
+    job = shape(tmp_path, "tf-ps", nodes=2, num_ps=1, chief=True)
+    cluster = fabricate(job, ports())
+    assert [n.label for n in cluster.nodes] == ["chief 0", "ps 0", "worker 0", "worker 1"]
+    assert job.node_count == 4
+    for node in cluster.nodes:
+        assert node.env["TF_CHIEF_HOSTS"] == "127.0.0.1:40000"
+        assert node.env["TF_PS_HOSTS"] == "127.0.0.2:40001"
+        assert node.env["TF_WORKER_HOSTS"] == "127.0.0.3:40002,127.0.0.4:40003"
+    chief = cluster.nodes[0].env
+    assert (chief["MA_TASK_NAME"], chief["VC_TASK_INDEX"]) == ("chief", "0")
+    assert chief["MA_CURRENT_INSTANCE_NAME"] == "modelarts-job-abc123-chief-0"
+
+
+def test_the_default_platform_serves_every_framework() -> None:
+    assert default_platform("torch_ddp")[0] == default_platform("mindspore")[0] == "volcano"
+    assert default_platform("echo")[0] == "volcano"  # a third-party framework of plain hosts
+    assert default_platform("tensorflow_ps")[0] == "tf-ps"  # ps and worker roles, one node each
 
 
 def option(*decls: str, **attrs: Any) -> click.Option:

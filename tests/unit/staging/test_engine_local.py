@@ -114,12 +114,9 @@ def test_a_shared_output_is_uploaded_by_node_0_only(tmp_path: Path) -> None:
 
 
 def test_manifest_of_another_url_counts_as_empty(tmp_path: Path) -> None:
-    path = manifest_path(tmp_path / "d", "in", is_dir=True)
-    assert path == tmp_path / "d/.malaunch-stage-in.json"
-    assert (
-        manifest_path(tmp_path / "f.bin", "out", is_dir=False)
-        == tmp_path / ".f.bin.malaunch-stage-out.json"
-    )
+    path = manifest_path(tmp_path / "d", "in")
+    assert path == tmp_path / ".malaunch-stage/d.in.json"  # beside the data, not in it
+    assert manifest_path(tmp_path / "f.bin", "out") == tmp_path / ".malaunch-stage/f.bin.out.json"
     first = Manifest(path, "s3://b/p")
     first.put("x", {"size": 1})
     first.save()
@@ -128,6 +125,7 @@ def test_manifest_of_another_url_counts_as_empty(tmp_path: Path) -> None:
     path.write_text("{not json")
     assert Manifest(path, "s3://b/p").entries == {}
     assert own_file(".malaunch-stage-in.json") and own_file(".x.abc.malaunch-partial")
+    assert own_file(".malaunch-stage")
     assert not own_file("model.ckpt")
 
 
