@@ -7,6 +7,7 @@ at runtime and the package supports Python 3.9.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -189,6 +190,11 @@ class PlanOptions(FrozenModel):
     max_restarts: int = Field(
         default=0, description="--max-restarts: how many times the job may be restarted"
     )
+    job_port: Optional[int] = Field(
+        default=None,
+        description="the port node 0's launcher serves the job channel on (docs/job.md), the "
+        "same on every node; None when the job has no channel (one node, --no-job-channel)",
+    )
 
 
 # Registration objects hold callables, so they are frozen dataclasses rather than pydantic
@@ -237,6 +243,31 @@ class Framework:
     launcher: str = ""
     launcher_vars: Sequence[str] = ()
     env_prefixes: Sequence[str] = ()
+
+    def option_values(self, given: Mapping[str, Any]) -> Dict[str, Any]:
+        """``given`` (option values by Python name) plus every option of the framework that
+        is not in it, at the value the launch command gives it when the command line and the
+        environment leave it out: the option's default, converted by its type and passed
+        through its callback, as click does. So a plugin states each default once.
+
+        :raises TypeError: for a required option without a default that is not given.
+        """
+        values = dict(given)
+        missing = [
+            copy.copy(option)
+            for option in self.options
+            if option.name and option.expose_value and option.name not in values
+        ]
+        if not missing:
+            return values
+        command = click.Command(self.name, params=missing, add_help_option=False)
+        try:
+            context = command.make_context(self.name, [])
+        except click.ClickException as exc:
+            msg = f"framework {self.name!r}: {exc.format_message()}"
+            raise TypeError(msg) from exc
+        values.update(context.params)
+        return values
 
     def launched_by(self) -> str:
         """Who starts a worker that has one of ``launcher_vars``, for messages."""

@@ -108,6 +108,49 @@ def finalize_plan(
     return plan.model_copy(update={"processes": tuple(processes)})
 
 
+def locate(
+    plugins: PluginSet,
+    environ: Mapping[str, str],
+    source: str,
+    resolve_options: ResolveOptions,
+    master: Tuple[Optional[str], Optional[int]] = (None, None),
+) -> Topology:
+    """The topology of one launch attempt: the source's, with ``--master-addr`` and
+    ``--master-port`` on top."""
+    topology = resolve_topology(plugins, environ, source, resolve_options)
+    return override_master(topology, *master)
+
+
+def plan_topology(
+    plugins: PluginSet,
+    environ: Mapping[str, str],
+    topology: Topology,
+    *,
+    framework: str,
+    command: Sequence[str],
+    plan_options: PlanOptions,
+    extra_env: Optional[Mapping[str, str]] = None,
+    conda_env: Optional[str] = None,
+    cpus: Optional[CpuBinder] = None,
+) -> LaunchPlan:
+    """The framework's plan of ``topology`` with what the core adds; ``cpus`` binds each
+    process to CPUs (``--cpu-bind``, :mod:`malaunch.cpus`). The framework's options left out
+    of ``plan_options`` reach the plugin at their declared defaults."""
+    chosen = plugins.framework(framework)
+    values = chosen.option_values(plan_options.framework_options)
+    options = plan_options.model_copy(update={"framework_options": values})
+    plan = chosen.plan(topology, list(command), options)
+    if not plan.processes:
+        # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
+        msg = (
+            f"framework {framework!r} planned no process for node {topology.node_rank} "
+            f"of topology source {topology.source!r}"
+        )
+        raise PluginError(msg)
+    plan = finalize_plan(plan, environ, extra_env or {}, conda_env)
+    return cpus.bind(plan) if cpus is not None else plan
+
+
 def build_plan(
     plugins: PluginSet,
     environ: Mapping[str, str],
@@ -122,18 +165,18 @@ def build_plan(
     conda_env: Optional[str] = None,
     cpus: Optional[CpuBinder] = None,
 ) -> LaunchPlan:
-    """The whole left half of the pipeline, for one launch attempt; ``cpus`` binds each
-    process to CPUs (``--cpu-bind``, :mod:`malaunch.cpus`)."""
-    chosen = plugins.framework(framework)
-    topology = resolve_topology(plugins, environ, source, resolve_options)
-    topology = override_master(topology, *master)
-    plan = chosen.plan(topology, list(command), plan_options)
-    if not plan.processes:
-        # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
-        msg = (
-            f"framework {framework!r} planned no process for node {topology.node_rank} "
-            f"of topology source {topology.source!r}"
-        )
-        raise PluginError(msg)
-    plan = finalize_plan(plan, environ, extra_env or {}, conda_env)
-    return cpus.bind(plan) if cpus is not None else plan
+    """The whole left half of the pipeline, for one launch attempt: :func:`locate`, then
+    :func:`plan_topology`."""
+    plugins.framework(framework)  # an unknown framework before any topology work
+    topology = locate(plugins, environ, source, resolve_options, master)
+    return plan_topology(
+        plugins,
+        environ,
+        topology,
+        framework=framework,
+        command=command,
+        plan_options=plan_options,
+        extra_env=extra_env,
+        conda_env=conda_env,
+        cpus=cpus,
+    )

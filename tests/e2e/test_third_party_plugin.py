@@ -12,11 +12,11 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
-from malaunch.testing import clean_env, run_cli, write_fake_distribution
+from malaunch.testing import clean_env, read_env_file, run_cli, write_fake_distribution
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "malaunch-example-plugin"
 DIST = "malaunch-example-plugin"
@@ -248,3 +248,39 @@ def test_auto_refuses_inside_a_declared_launchers_worker(tmp_path: Path) -> None
         "command itself there, or start a separate job on purpose with --topology local\n"
     )
     assert run_cli([*args[:2], "--topology", "local", *args[2:]], env=env).code == 0
+
+
+PORT_SEER = """\
+from malaunch.api import Framework, LaunchPlan, ProcessSpec, hookimpl
+
+def plan(topology, command, options):
+    process = ProcessSpec(role="worker", rank=topology.local_devices[0].rank, local_rank=0,
+                          argv=tuple(command), env={"SEEN_JOB_PORT": str(options.job_port)},
+                          cwd=options.cwd, log_file=options.log_dir + "/w.log")
+    return LaunchPlan(framework="portseer", topology=topology, processes=(process,))
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="portseer", plan=plan)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "seen"),
+    [
+        (["--job-port", "31000"], "31000"),
+        (["--master-port", "29500"], "29501"),  # master port + 1 (docs/job.md)
+        (["--master-port", "29500", "--no-job-channel"], "None"),
+        (["--topology", "local"], "None"),  # one node: no channel
+    ],
+)
+def test_the_plan_sees_the_job_port(tmp_path: Path, options: List[str], seen: str) -> None:
+    write_fake_distribution(tmp_path, "malaunch-portseer", "1.0", {"portseer": "fake_portseer"},
+                            {"fake_portseer": PORT_SEER})  # fmt: skip
+    volcano = read_env_file(Path(__file__).parents[1] / "fixtures/shared/volcano_env_3workers.env")
+    env = clean_env({**volcano, "PYTHONPATH": str(tmp_path)})
+    args = ["--framework", "portseer", *options, "--nproc-per-node", "1", "--log-dir", "/tmp/l"]
+    result = run_cli([*args, "--dry-run", "--", "python", "x.py"], env=env)
+    assert result.code == 0, result.stderr
+    [process] = json.loads(result.stdout)["processes"]
+    assert process["env"]["SEEN_JOB_PORT"] == seen

@@ -26,8 +26,8 @@ from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
 from malaunch.job.success import success_policy
 from malaunch.log import logger
-from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
-from malaunch.pipeline import build_plan, warn_about_missing_data
+from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions, Topology
+from malaunch.pipeline import locate, plan_topology, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
@@ -106,27 +106,41 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     if params["sync_interval"] and not any(m.direction == "out" for m in mappings):
         logger.warning("--sync-interval: there is no --stage-out to upload periodically")
 
-    def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
-        """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port."""
-        del attempt
-        return build_plan(
+    def locate_here(master_port: Optional[int] = None) -> Topology:
+        """This attempt's topology; a restart may bring node 0's fresh rendezvous port."""
+        master = (params["master_addr"], master_port or params["master_port"])
+        return locate(plugins, os.environ, params["topology"], resolve_options, master)
+
+    def plan_here(topology: Topology) -> LaunchPlan:
+        # plan_options as set below, once the topology gave the job port
+        return plan_topology(
             plugins,
             os.environ,
+            topology,
             framework=framework,
-            source=params["topology"],
             command=command,
-            resolve_options=resolve_options,
             plan_options=plan_options,
-            master=(params["master_addr"], master_port or params["master_port"]),
             extra_env=extra_env,
             conda_env=params["conda_env"],
             cpus=cpus,
         )
 
+    def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
+        """The plan of restart ``attempt``: the job channel (and its port) stays."""
+        del attempt
+        return plan_here(locate_here(master_port))
+
     # Before the topology wait: an unusable log dir fails now, not after it as a spawn error.
     origin = log_dir_origin(ctx, params["log_dir"])
     with log_dir_ready(log_dir, origin, create=not params["dry_run"]):
-        plan = make_plan()
+        topology = locate_here()
+        # The channel's settings come from the topology the plan is made of, before the plan:
+        # the plan sees the job port (PlanOptions.job_port), a dry run included.
+        job = job_of(topology, params)
+        plan_options = plan_options.model_copy(
+            update={"job_port": job.port if job is not None else None}
+        )
+        plan = plan_here(topology)
         success = success_policy(plan.topology, params["success_policy"])
         warn_about_missing_data(plan.topology)
         if params["dry_run"]:
@@ -137,7 +151,6 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         from malaunch.supervisor.preflight import check_ports  # noqa: PLC0415 (start-up)
         from malaunch.supervisor.supervise import SuperviseOptions, supervise  # noqa: PLC0415 (start-up)
 
-        job = job_of(plan, params)
         check_ports(plan, job.port if job is not None else None)
         staged = None
         if mappings:
@@ -282,10 +295,10 @@ def hang_settings(params: Dict[str, Any]) -> Optional[HangSettings]:
     return HangSettings(timeout=timeout, startup_timeout=startup, stacks=params["hang_stacks"])
 
 
-def job_of(plan: LaunchPlan, params: Dict[str, Any]) -> Optional[JobSettings]:
+def job_of(topology: Topology, params: Dict[str, Any]) -> Optional[JobSettings]:
     """The job channel's settings for this node, or None for a one-node job."""
     return job_settings(
-        plan.topology,
+        topology,
         requested_port=params["job_port"],
         secret=params["job_secret"],
         heartbeat_timeout=params["heartbeat_timeout"],
