@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
 from pydantic import BaseModel, ConfigDict, Field
@@ -253,7 +253,7 @@ class Framework:
         :raises TypeError: for a required option without a default that is not given.
         """
         values = dict(given)
-        missing = [
+        missing: List[click.Parameter] = [
             copy.copy(option)
             for option in self.options
             if option.name and option.expose_value and option.name not in values
