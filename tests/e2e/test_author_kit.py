@@ -8,12 +8,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import subprocess
+import sys
 import textwrap
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 import venvs
 
 NO_PYTEST = textwrap.dedent(
@@ -67,3 +71,39 @@ def test_the_testing_extra_brings_pytest() -> None:
 
 def test_the_example_plugin_tests_with_the_testing_extra() -> None:
     assert 'malaunch[testing];extra=="test"' in _requirements("malaunch-example-plugin")
+
+
+def _not_malaunch(name: str) -> bool:
+    """Everything but malaunch and its plugins as installed here (the venv gets its own)."""
+    lowered = name.lower().replace("-", "_")
+    return not lowered.startswith(("malaunch", "__editable__"))
+
+
+def test_a_plugin_type_checks_against_an_editable_install(tmp_path: Path) -> None:
+    """``mypy --strict`` finds ``malaunch.api`` where malaunch is installed with ``pip install
+    -e`` (setuptools' import-hook finder hid it, and mypy reported import-not-found)."""
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed here (the dev extra brings it)")
+    project = venvs.copy_project(tmp_path / "malaunch")
+    venv = tmp_path / "venv"
+    python = venvs.make_venv(venv)
+    venvs.link_site_packages(venvs.site_dir(venv), keep=_not_malaunch)
+    venvs.pip_install(python, "--no-deps", "--no-build-isolation", "-e", str(project))
+    builtins = "import malaunch.api, malaunch_mindspore, malaunch_tensorflow_ps, malaunch_torch_ddp"
+    imported = venvs.run_python(python, ["-c", builtins], cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    example = (
+        venvs.ROOT / "examples" / "malaunch-example-plugin" / "src" / "malaunch_example_plugin"
+    )
+    args = ["--strict", "--python-executable", str(python), "--cache-dir", str(tmp_path / "c")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", *args, str(example)],
+        cwd=tmp_path,  # no configuration file of ours: what an author's own project sees
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=venvs.isolated_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("Success: no issues found in 3 source files")

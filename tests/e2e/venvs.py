@@ -6,6 +6,7 @@ packages of the interpreter running the tests, so nothing is fetched from an ind
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,10 +56,16 @@ def link_site_packages(target: Path, keep: Callable[[str], bool]) -> None:
     """
     sources = running_site_dirs()
     linked = {str(path) for path in sources}
+    projects = set()  # one metadata folder per project, the first found, as imports see it
     for source in sources:
         for entry in sorted(source.iterdir()):
             if not keep(entry.name) or (target / entry.name).exists():
                 continue
+            if entry.suffix in (".dist-info", ".egg-info"):
+                project = re.sub(r"[-_.]+", "_", entry.name.split("-", 1)[0]).lower()
+                if project in projects:
+                    continue
+                projects.add(project)
             if entry.suffix == ".pth":
                 lines = entry.read_text(encoding="utf-8").splitlines()
                 kept = [line for line in lines if line.strip() not in linked]

@@ -122,6 +122,22 @@ def _packages_in_pyproject() -> Set[str]:
     return set(re.findall(r'"([^"]+)"', block))
 
 
+def test_the_built_in_plugins_are_reached_from_core_under_their_import_names() -> None:
+    """core/ is the one package root (an editable install is then a plain path entry that
+    mypy follows), so each plugins/<name> folder has a link core/malaunch_<name> to it."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^package-dir = \{ "" = "core" \}$', text, flags=re.M)
+    listed = _packages_in_pyproject()
+    for folder in PLUGIN_DIRS:
+        link = CORE / f"malaunch_{folder.name}"
+        assert link.is_symlink() and link.resolve() == folder.resolve(), link
+        assert link.name in listed
+    built = (".egg-info", "__pycache__")  # what a build may leave there
+    assert sorted(p.name for p in CORE.iterdir() if not p.name.endswith(built)) == sorted(
+        ["malaunch", *(f"malaunch_{folder.name}" for folder in PLUGIN_DIRS)]
+    )
+
+
 def test_every_package_folder_is_installed() -> None:
     folders = {
         ".".join(init.parent.relative_to(CORE).parts) for init in PACKAGE.rglob("__init__.py")
