@@ -48,7 +48,11 @@ class Node(FrozenModel):
     host: str = Field(description="address peers reach this node at (IP or DNS name)")
     name: Optional[str] = Field(default=None, description="pod or instance name when known")
     role: Optional[str] = Field(default=None, description="task role (ps, worker, ...) if any")
-    devices: Tuple[Device, ...] = ()
+    devices: Tuple[Device, ...] = Field(
+        default=(),
+        description="its devices, in rank order from every built-in source (a plan reads this "
+        "node's through Topology.local_devices, which sorts them anyway)",
+    )
 
 
 class Task(FrozenModel):
@@ -72,7 +76,10 @@ class Topology(FrozenModel):
     """The cluster as the platform describes it, seen from this node."""
 
     source: str = Field(description="name of the topology source that produced it")
-    nodes: Tuple[Node, ...]
+    nodes: Tuple[Node, ...] = Field(
+        description="every node of the job in node-rank order (nodes[i].index == i); nodes[0] "
+        "hosts the rendezvous and the job channel"
+    )
     node_rank: int = Field(description="index of this node in ``nodes``")
     master_addr: str
     master_port: Optional[int] = None
@@ -94,6 +101,7 @@ class Topology(FrozenModel):
 
     @property
     def this_node(self) -> Node:
+        """``nodes[node_rank]``: this node."""
         return self.nodes[self.node_rank]
 
     @property
@@ -103,6 +111,7 @@ class Topology(FrozenModel):
 
     @property
     def nnodes(self) -> int:
+        """Every node of the job, those without devices (parameter servers) included."""
         return len(self.nodes)
 
     @property

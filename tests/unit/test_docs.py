@@ -13,7 +13,18 @@ import pytest
 from pydantic import BaseModel
 
 from malaunch import hookspecs, testing
-from malaunch.models import Framework, PlanOptions, ProcessSpec, ResolveOptions, TopologySource
+from malaunch.models import (
+    DataPaths,
+    Device,
+    Framework,
+    Node,
+    PlanOptions,
+    ProcessSpec,
+    ResolveOptions,
+    Task,
+    Topology,
+    TopologySource,
+)
 from malaunch.plugins import load_plugins
 from malaunch.testing import (
     builders,
@@ -73,6 +84,29 @@ def _functions(path: Optional[str]) -> List[str]:
     assert path is not None
     tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+
+
+def _table_rows(model: str) -> List[str]:
+    """The first column of the table headed ``| `Model` | meaning |``."""
+    lines = DOCS.split(f"| `{model}` | meaning |\n", 1)[1].splitlines()
+    rows = []
+    for line in lines[1:]:  # after the |---| line
+        if not line.startswith("| `"):
+            break
+        rows.append(line.split("`")[1])
+    return rows
+
+
+@pytest.mark.parametrize("model", [Topology, Node, Device], ids=lambda m: m.__name__)
+def test_every_topology_field_a_plan_reads_is_in_its_table(model: Type[BaseModel]) -> None:
+    properties = [name for name, value in vars(model).items() if isinstance(value, property)]
+    assert sorted(_table_rows(model.__name__)) == sorted([*model.model_fields, *properties])
+
+
+@pytest.mark.parametrize("model", [DataPaths, Task], ids=lambda m: m.__name__)
+def test_the_models_inside_a_topology_are_described(model: Type[BaseModel]) -> None:
+    row = next(line for line in DOCS.splitlines() if f"a `{model.__name__}`" in line)
+    assert [name for name in model.model_fields if f"`{name}`" not in row] == []
 
 
 def test_author_kit_is_documented() -> None:
