@@ -40,6 +40,52 @@ def write_atomic(target: Union[str, Path], content: str) -> None:
         raise
 
 
+def write_pointer(path: Path, name: str) -> None:
+    """Make ``path`` name ``name``, a sibling entry: a relative symlink, replaced in one step,
+    or, on a filesystem without symlinks (some network and object-store mounts), a small file
+    holding the name. :func:`read_pointer` reads either.
+
+    :raises OSError: neither can be written (or ``path`` is a directory).
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    try:
+        os.symlink(name, temporary)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        write_atomic(path, name + "\n")  # no symlinks here: the file form
+        return
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+MAX_POINTER_BYTES = 4096
+
+
+def read_pointer(path: Path) -> Optional[str]:
+    """The name a pointer :func:`write_pointer` made holds (a symlink's target, or the file's
+    one line); None when there is none, or it is neither (a directory, a FIFO, too long)."""
+    try:
+        return os.readlink(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # EINVAL: not a symlink, so maybe the file form
+            return None
+    try:
+        raw = read_regular(path, MAX_POINTER_BYTES)
+    except OSError:
+        return None
+    text = raw.decode("utf-8", errors="replace").strip()
+    return text or None
+
+
 class NotAFile(OSError):
     """The path names something that is not a regular file (a FIFO, a device, a socket)."""
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from malaunch.testing import clean_env, pid_alive, run_cli
+from malaunch.testing import clean_env, pid_alive, run_cli, run_dir
 
 
 @dataclasses.dataclass
@@ -43,6 +43,14 @@ def printed_nodes(args: Sequence[str], cwd: Path) -> List[NodeCommand]:
             nodes[-1].env[key] = value
     assert nodes and all(node.argv for node in nodes), result.stdout
     return nodes
+
+
+def node_dir(log_dir: Path, node: int) -> Path:
+    """The folder node ``node``'s launcher wrote its run in: the latest run in ``node-<k>/``
+    for a launcher started from ``--print-env``'s command (it keeps run folders of its own
+    there), else ``node-<k>/`` of the latest simulation run in ``log_dir``."""
+    by_hand = log_dir / f"node-{node}"
+    return run_dir(by_hand) if by_hand.is_dir() else run_dir(log_dir) / f"node-{node}"
 
 
 def option(argv: Sequence[str], name: str) -> str:

@@ -11,7 +11,7 @@ from typing import Dict, List
 
 import pytest
 
-from malaunch.testing import clean_env, run_cli
+from malaunch.testing import clean_env, read_summary, run_cli
 
 PROBE = "import sys, os; print('probe', sys.prefix, os.environ['PATH'].split(':')[0])"
 
@@ -37,7 +37,7 @@ def launch(args: List[str], env: Dict[str, str], cwd: Path) -> Dict[int, str]:
         cwd=cwd,
     )
     assert result.code == 0, result.stderr
-    summary = json.loads((log_dir / "malaunch-summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(log_dir)
     return {
         entry["rank"]: Path(entry["log_file"]).read_text(encoding="utf-8")
         for entry in summary["processes"]

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import List
 
-from malaunch.testing import run_cli
+from malaunch.testing import run_cli, run_dir
 
 # Every rank waits until all have started, so a line they all print reaches the launcher
 # within one dedup window (0.2 s) even when the machine is slow to start four interpreters.
@@ -46,7 +46,7 @@ def test_dedup_folds_the_console_and_keeps_every_log_line(tmp_path: Path) -> Non
         + [f"[rank {r}] rank {r}" for r in range(4)]
     )
     for rank in range(4):
-        log = (tmp_path / "logs" / f"worker-{rank}.log").read_text()
+        log = (run_dir(tmp_path / "logs") / f"worker-{rank}.log").read_text()
         assert log == f"epoch 1 done\nrank {rank}\n" + ("not rank 2\n" if rank != 2 else "")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
 
-from malaunch.testing import clean_env, run_cli
+from malaunch.testing import clean_env, read_summary, run_cli, run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "context_demo.py"
@@ -23,13 +23,14 @@ DATASETS = {"车道线数据": "/data/lane", "full cache": "/data/cache/dataset"
 # printed anything; so in these tests each worker first waits (bounded) until the service's
 # log holds its JSON line, then runs the demo. The demo itself stays a plain example.
 WRAPPER = """\
-import pathlib, runpy, sys, time
+import glob, pathlib, runpy, sys, time
 from malaunch import context
-demo, service_log = sys.argv[1], sys.argv[2]
+demo, service_log = sys.argv[1], sys.argv[2]  # a pattern: the run folder's name is not known
 if context.rank is not None and service_log != "-":
-    path, deadline = pathlib.Path(service_log), time.monotonic() + 30
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if path.exists() and '"role"' in path.read_text(encoding="utf-8"):
+        paths = [pathlib.Path(found) for found in glob.glob(service_log)]
+        if any('"role"' in path.read_text(encoding="utf-8") for path in paths):
             break
         time.sleep(0.05)
 sys.argv = [demo, *sys.argv[3:]]
@@ -48,14 +49,14 @@ def run_demo(
     log_dir = tmp_path / "logs"
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(WRAPPER, encoding="utf-8")
-    service = str(log_dir / service_log) if service_log else "-"
+    service = str(log_dir / "run-*" / service_log) if service_log else "-"
     result = run_cli(
         [*launcher_args, "--log-dir", str(log_dir), "--console-ranks", "none",
          "--", sys.executable, str(wrapper), str(DEMO), service],
         env=clean_env(extra_env), cwd=tmp_path,
     )  # fmt: skip
     assert result.code == 0, result.stderr
-    summary = json.loads((log_dir / "malaunch-summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(log_dir)
     found = []
     for entry in summary["processes"]:
         text = Path(entry["log_file"]).read_text(encoding="utf-8")
@@ -150,7 +151,7 @@ def test_restart_count_reaches_the_script(tmp_path: Path) -> None:
         cwd=tmp_path,
     )  # fmt: skip
     assert result.code == 0, result.stderr
-    summary = json.loads((log_dir / "malaunch-summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(log_dir)
     (entry,) = summary["processes"]
     assert "attempt 1" in Path(entry["log_file"]).read_text(encoding="utf-8")
 
@@ -175,7 +176,7 @@ def simulated_contexts(
     log_dir = tmp_path / "sim"
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(WRAPPER, encoding="utf-8")
-    service = str(log_dir / service_log) if service_log != "-" else "-"
+    service = str(log_dir / "run-*" / service_log) if service_log != "-" else "-"
     result = run_cli(
         ["simulate", *args, "--log-dir", str(log_dir), "--console-ranks", "none",
          "--", sys.executable, str(wrapper), str(DEMO), service],
@@ -183,7 +184,7 @@ def simulated_contexts(
     )  # fmt: skip
     assert result.code == 0, result.stderr
     contexts: List[Dict[str, Any]] = []
-    for summary_file in sorted(log_dir.glob("node-*/malaunch-summary.json")):
+    for summary_file in sorted(run_dir(log_dir).glob("node-*/malaunch-summary.json")):
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
         for entry in summary["processes"]:
             text = Path(entry["log_file"]).read_text(encoding="utf-8")
@@ -251,7 +252,7 @@ def test_torch_ddp_delegate_workers_see_their_own_rank(tmp_path: Path) -> None:
         env=clean_env({"DATASET_MAP": json.dumps(DATASETS)}), cwd=tmp_path, timeout=240,
     )  # fmt: skip
     assert result.code == 0, result.stderr
-    text = (log_dir / "torchrun-node-0.log").read_text(encoding="utf-8")
+    text = (run_dir(log_dir) / "torchrun-node-0.log").read_text(encoding="utf-8")
     contexts = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     found = sorted((c["rank"], c["local_rank"], c["device"], c["device_id"]) for c in contexts)
     assert found == [(0, 0, 0, 0), (1, 1, 1, 1)]

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Set
 
 import pytest
 
-from malaunch.testing import CliResult, clean_env, malaunch_executable, run_cli
+from malaunch.testing import CliResult, clean_env, malaunch_executable, read_summary, run_cli
 
 TESTS = Path(__file__).resolve().parents[1]
 MACHINES = TESTS / "fixtures" / "machines"
@@ -88,7 +88,7 @@ def reported(tmp_path: Path) -> Dict[int, List[int]]:
 
 
 def summary_cpus(tmp_path: Path) -> Dict[int, Optional[str]]:
-    data = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    data = read_summary(tmp_path / "logs")
     return {process["rank"]: process["cpus"] for process in data["processes"]}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from malaunch.testing import clean_env, run_cli
+from malaunch.testing import clean_env, run_cli, run_dir
 
 
 def test_waiting_for_a_rank_table_says_what_and_how_long(tmp_path: Path) -> None:
@@ -48,32 +48,35 @@ def test_a_mistyped_subcommand_gets_did_you_mean(tmp_path: Path, word: str, mean
     )
 
 
-def test_a_smaller_simulation_leaves_no_old_node_folder(tmp_path: Path) -> None:
+def test_a_smaller_simulation_has_its_own_nodes_and_keeps_the_larger_one(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
 
-    def simulate(nodes: int) -> None:
+    def simulate(nodes: int) -> Path:
         args = ["simulate", "--nodes", str(nodes), "--platform", "volcano"]
         args += ["--framework", "torch_ddp", "--log-dir", str(logs)]
         args += ["--", sys.executable, "-c", "print(1)"]
         result = run_cli(args, cwd=tmp_path)
         assert result.code == 0, result.stderr
+        return run_dir(logs)
 
-    simulate(3)
-    assert sorted(p.name for p in logs.glob("node-*")) == [
+    larger = simulate(3)
+    assert sorted(p.name for p in larger.glob("node-*")) == [
         "node-0", "node-0.log", "node-1", "node-1.log", "node-2", "node-2.log",
     ]  # fmt: skip
-    (logs / "node-1" / "worker-9.log").write_text("a file of a run before the last\n")
-    simulate(2)
-    assert sorted(p.name for p in logs.glob("node-*")) == [
+    (larger / "node-1" / "notes.txt").write_text("the user's own file\n")
+    smaller = simulate(2)
+    assert smaller != larger
+    assert sorted(p.name for p in smaller.glob("node-*")) == [
         "node-0", "node-0.log", "node-1", "node-1.log",
     ]  # fmt: skip
-    # Each node launcher cleared what its previous run listed, and nothing else.
-    assert sorted(p.name for p in (logs / "node-1").glob("*.log")) == [
-        "worker-1.log", "worker-9.log",
+    # The earlier, larger run is kept whole, the user's file with it.
+    assert sorted(p.name for p in larger.glob("node-*")) == [
+        "node-0", "node-0.log", "node-1", "node-1.log", "node-2", "node-2.log",
     ]  # fmt: skip
+    assert (larger / "node-1" / "notes.txt").read_text() == "the user's own file\n"
 
 
-def test_a_run_after_a_simulation_leaves_no_node_folder(tmp_path: Path) -> None:
+def test_a_run_after_a_simulation_is_read_alone(tmp_path: Path) -> None:
     # logs and report read node-<k>/ as the nodes of the run: a plain launch reusing the log
     # dir of a simulation used to be reported with the simulation's nodes.
     logs = tmp_path / "logs"
@@ -81,13 +84,11 @@ def test_a_run_after_a_simulation_leaves_no_node_folder(tmp_path: Path) -> None:
     simulate = ["simulate", "--nodes", "2", "--platform", "volcano", "--framework", "torch_ddp"]
     result = run_cli([*simulate, "--log-dir", str(logs), *command], cwd=tmp_path)
     assert result.code == 0, result.stderr
-    (logs / "node-1" / "notes.txt").write_text("the user's own file\n")
+    simulation = run_dir(logs)
     launch = ["--framework", "torch_ddp", "--log-dir", str(logs), *command]
     result = run_cli(launch, env=clean_env(), cwd=tmp_path)
     assert result.code == 0, result.stderr
-    # node-0/ held only what its launcher listed: gone; node-1/ keeps the user's file only.
-    assert sorted(p.name for p in logs.glob("node-*")) == ["node-1"]
-    assert [p.name for p in (logs / "node-1").iterdir()] == ["notes.txt"]
+    assert run_dir(logs) != simulation and (simulation / "node-1").is_dir()
     report = run_cli(["logs", str(logs)], cwd=tmp_path)
     assert report.code == 0, report.stderr
     assert report.stdout == "[node 0 rank 0] hello\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from malaunch.testing import run_cli
+from malaunch.testing import run_cli, run_dir
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(400)]
 
@@ -45,8 +45,10 @@ def test_dynamic_cluster_all_reduce_gives_the_sum_on_every_rank(tmp_path: Path) 
     )
     found = [m.groups() for m in map(pattern.match, result.stdout.splitlines()) if m]
     assert sorted(found) == [(str(r // 2), str(r), str(r), str(r)) for r in range(4)]
-    summary = json.loads((tmp_path / "logs" / "node-0" / "malaunch-summary.json").read_text())
+    summary = json.loads(
+        (run_dir(tmp_path / "logs") / "node-0" / "malaunch-summary.json").read_text()
+    )
     assert [p["role"] for p in summary["processes"]] == ["scheduler", "worker", "worker"]
     assert [p["exit_code"] for p in summary["processes"][1:]] == [0, 0]
-    outer = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    outer = json.loads((run_dir(tmp_path / "logs") / "malaunch-summary.json").read_text())
     assert [(p["rank"], p["exit_code"]) for p in outer["processes"]] == [(0, 0), (1, 0)]

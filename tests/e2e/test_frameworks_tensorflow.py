@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from malaunch.testing import CliResult, run_cli
+from malaunch.testing import CliResult, run_cli, run_dir
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(300)]
 
@@ -40,7 +40,7 @@ def simulate(tmp_path: Path, script: str) -> CliResult:
 
 
 def node_rows(tmp_path: Path) -> Dict[int, Dict[str, Any]]:
-    summary = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    summary = json.loads((run_dir(tmp_path / "logs") / "malaunch-summary.json").read_text())
     assert summary["exit_code"] == 0
     assert summary["first_failure"] is None
     return {row["rank"]: row for row in summary["processes"]}
@@ -56,7 +56,9 @@ def assert_ps_node_finished_by_the_job(tmp_path: Path) -> None:
     done, node 0 told the ps node to finish; every node launcher then exited 0 by itself."""
     rows = node_rows(tmp_path)
     assert [rows[node]["exit_code"] for node in range(3)] == [0, 0, 0]
-    ps_node = json.loads((tmp_path / "logs" / "node-0" / "malaunch-summary.json").read_text())
+    ps_node = json.loads(
+        (run_dir(tmp_path / "logs") / "node-0" / "malaunch-summary.json").read_text()
+    )
     (ps,) = ps_node["processes"]
     assert (ps["role"], ps["service"], ps["signal"], ps_node["exit_code"]) == (
         "ps",

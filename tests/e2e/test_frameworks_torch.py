@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, List, Sequence
 
 import pytest
-from launchers import Launchers, printed_nodes
+from launchers import Launchers, node_dir, printed_nodes
 
-from malaunch.testing import read_summary, run_cli, wait_gone
+from malaunch.testing import read_summary, run_cli, run_dir, wait_gone
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(300)]
 
@@ -65,7 +65,7 @@ def test_ddp_on_two_nodes_trains_to_identical_parameters(tmp_path: Path) -> None
         assert first == f"[node {rank // 2}] [rank {rank}] rank {rank}/4: importing torch"
     assert read_summary(tmp_path / "logs")["exit_code"] == 0
     for node in (0, 1):
-        inner = read_summary(tmp_path / "logs" / f"node-{node}")
+        inner = read_summary(run_dir(tmp_path / "logs") / f"node-{node}")
         assert [(p["rank"], p["exit_code"]) for p in inner["processes"]] == [
             (2 * node, 0),
             (2 * node + 1, 0),
@@ -83,9 +83,9 @@ def test_a_rank_crashing_on_node_1_stops_the_whole_job_with_its_code(tmp_path: P
     outer = read_summary(tmp_path / "logs")
     assert (outer["first_failure"]["role"], outer["first_failure"]["rank"]) == ("node", 1)
     # The other ranks stall at step 2 for 300 s unless stopped: the launchers stopped them.
-    node0 = read_summary(tmp_path / "logs" / "node-0")
+    node0 = read_summary(run_dir(tmp_path / "logs") / "node-0")
     assert [p["signal"] for p in node0["processes"]] == ["SIGTERM", "SIGTERM"]
-    node1 = read_summary(tmp_path / "logs" / "node-1")
+    node1 = read_summary(run_dir(tmp_path / "logs") / "node-1")
     assert (node1["first_failure"]["rank"], node1["first_failure"]["exit_code"]) == (3, 7)
     workers = [int(path.read_text()) for path in pid_dir.glob("rank*.pid")]
     assert len(workers) == 4
@@ -109,13 +109,11 @@ def test_hang_in_a_real_gloo_job_is_found_and_rank_1_named(tmp_path: Path) -> No
         codes = nodes.wait(timeout=240)
         output = nodes.output()
     assert codes == {0: 124, 1: 75}, output
-    report = json.loads((tmp_path / "logs" / "node-0" / "malaunch-summary.json").read_text())
+    report = json.loads((node_dir(tmp_path / "logs", 0) / "malaunch-summary.json").read_text())
     hang = report["hang"]
     assert (hang["node"], hang["rank"], hang["culprits"]) == (0, 1, [1])
     stacks = {
-        rank: (
-            tmp_path / "logs" / f"node-{rank // 2}" / "stacks" / "attempt-0" / f"rank-{rank}.txt"
-        )
+        rank: node_dir(tmp_path / "logs", rank // 2) / "stacks" / "attempt-0" / f"rank-{rank}.txt"
         for rank in range(4)
     }
     assert "stall_in_data_loading" in stacks[1].read_text()

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from malaunch.testing import run_cli
+from malaunch.testing import run_cli, run_dir
 
 
 @pytest.fixture
@@ -52,6 +52,6 @@ def test_a_full_disk_costs_the_logs_not_the_job(full_disk: Path, tmp_path: Path)
     summary = [line for line in lines if "cannot write" in line and "malaunch-summary.json" in line]
     assert len(summary) == 1
     assert "No space left on device" in summary[0]
-    left = sorted(path.name for path in logs.iterdir())
+    left = sorted(path.name for path in run_dir(logs).iterdir())
     # No summary and no manifest (they could not be written), no .partial file of either.
     assert left == ["malaunch-index.bin", "worker-0.log", "worker-1.log"]

@@ -30,6 +30,7 @@ import pytest
 
 from malaunch.testing import CliResult, clean_env, run_cli
 from malaunch.testing.commands import malaunch_executable
+from malaunch.testing.commands import run_dir as latest_run
 
 TIMEOUT = 20.0
 SHARED = Path(__file__).parents[1] / "fixtures" / "shared"
@@ -63,12 +64,12 @@ def generate(out: Path) -> CliResult:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The log dir of a finished one-process run, for ``report``."""
+    """The run folder of a finished one-process run, for ``report``."""
     logs = tmp_path_factory.mktemp("run") / "logs"
     args = ["--framework", "torch_ddp", "--topology", "local", "--log-dir", str(logs), "--", "true"]
     result = run_cli(args, timeout=TIMEOUT)
     assert result.code == 0, result.stderr
-    return logs
+    return latest_run(logs)
 
 
 def report(run_dir: Path, out: Path) -> CliResult:
@@ -165,37 +166,39 @@ def launch_in(log_dir: Path, *command: str) -> CliResult:
 
 
 @pytest.mark.parametrize(
-    ("label", "make", "reason"),
+    "make",
     [
-        ("fifo", os.mkfifo, "is a FIFO, not a regular file"),
-        ("deep", lambda path: path.write_text("[" * 100_000),
-         "not JSON (nested too deeply to read)"),
-        ("huge-int", lambda path: path.write_text('{"files": [' + "9" * 5000 + "]}"),
-         "not JSON (files[0]: an integer of 5000 digits (at most 4300))"),
-        ("files-not-a-list", lambda path: path.write_text('{"files": 7}'), None),
-        ("a-list", lambda path: path.write_text("[]"), "not a JSON object (a list)"),
+        os.mkfifo,
+        lambda path: path.write_text("[" * 100_000),
+        lambda path: path.write_text('{"files": [' + "9" * 5000 + "]}"),
+        lambda path: path.write_text('{"files": 7}'),
+        lambda path: path.write_text("[]"),
     ],
-)  # fmt: skip
-def test_a_previous_manifest_that_is_no_manifest(
-    label: str, make: Callable[[Path], None], reason: Optional[str], tmp_path: Path
+    ids=["fifo", "deep", "huge-int", "files-not-a-list", "a-list"],
+)
+def test_a_manifest_in_the_log_dir_is_never_opened_nor_removed(
+    make: Callable[[Path], None], tmp_path: Path
 ) -> None:
     """A FIFO named malaunch-run.json hung the launcher (its open blocked); a deep or huge-int
-    one raised. Now it counts as no previous run, with one warning, and is replaced."""
-    del label
+    one raised. The launcher no longer reads what is in the log dir: its run goes to a run
+    folder of its own, and the file stays as it was."""
     logs = tmp_path / "logs"
     logs.mkdir()
     manifest = logs / "malaunch-run.json"
     make(manifest)
+    before = os.lstat(manifest)
     result = launch_in(logs, "true")
     assert result.code == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith(WARNING)]
-    expected = (
-        [] if reason is None else [f"{WARNING}{manifest}: {reason}; no previous run to clear"]
-    )
-    assert warnings == expected
+    assert [line for line in result.stderr.splitlines() if line.startswith(WARNING)] == []
     assert "Traceback" not in result.stderr
-    assert stat.S_ISREG(os.lstat(manifest).st_mode)
-    assert json.loads(manifest.read_text())["files"] == [str(logs / "worker-0.log")]
+    after = os.lstat(manifest)
+    assert (after.st_mode, after.st_size, after.st_mtime_ns) == (
+        before.st_mode, before.st_size, before.st_mtime_ns,
+    )  # fmt: skip
+    run = latest_run(logs)
+    assert json.loads((run / "malaunch-run.json").read_text())["files"] == [
+        str(run / "worker-0.log")
+    ]
 
 
 @pytest.fixture
@@ -206,9 +209,10 @@ def run_with_fifo_log(tmp_path: Path) -> Path:
             "--", "sh", "-c", "echo hello"]  # fmt: skip
     result = run_cli(args, timeout=TIMEOUT)
     assert result.code == 0, result.stderr
-    (logs / "worker-1.log").unlink()
-    os.mkfifo(logs / "worker-1.log")
-    return logs
+    run = latest_run(logs)
+    (run / "worker-1.log").unlink()
+    os.mkfifo(run / "worker-1.log")
+    return run
 
 
 def test_logs_skip_a_fifo_log_with_one_warning(run_with_fifo_log: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Dict
 
 import pytest
 
-from malaunch.testing import CliResult, clean_env, run_cli
+from malaunch.testing import CliResult, clean_env, run_cli, run_dir
 
 TIMEOUT = 30.0
 WARN = "malaunch: warning: data path does not exist here: "
@@ -86,7 +86,7 @@ def test_a_newline_in_a_path_is_escaped_in_warnings_and_the_error(tmp_path: Path
     done = run_cli([*args, "--log-dir", str(run), "--", sys.executable, "-c", "pass"])
     assert done.code == 0, done.stderr
     odd = tmp_path / "a\nb"
-    shutil.copytree(run, odd)
+    shutil.copytree(run_dir(run), odd)  # the run folder itself
     (odd / "malaunch-run.json").write_text("[" * 100_000)
     (odd / "malaunch-summary.json").write_text("{")
     result = run_cli(["report", "a\nb", "--html", "r.html"], cwd=tmp_path, timeout=TIMEOUT)

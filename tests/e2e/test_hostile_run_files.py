@@ -15,7 +15,7 @@ from typing import Dict
 
 import pytest
 
-from malaunch.testing import run_cli
+from malaunch.testing import run_cli, run_dir
 
 TIMEOUT = 30.0
 DAMAGED: Dict[str, str] = {
@@ -33,13 +33,13 @@ WHY = {
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real single-node run of one rank that prints one line."""
+    """The run folder of a real single-node run of one rank that prints one line."""
     log_dir = tmp_path_factory.mktemp("run") / "malaunch-logs"
     args = ["--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", "1"]
     script = "print('hello from rank 0')"
     result = run_cli([*args, "--log-dir", str(log_dir), "--", sys.executable, "-c", script])
     assert result.code == 0, result.stderr
-    return log_dir
+    return run_dir(log_dir)
 
 
 def _copy(run: Path, to: Path, damage: str = "", file: str = "") -> Path:
@@ -70,7 +70,7 @@ def test_report_warns_once_and_shows_what_the_other_file_holds(
     result = run_cli(["report", str(log_dir), "--html", str(out)], timeout=TIMEOUT)
     assert result.code == 0, result.stderr[:2000]
     assert result.stderr == f"malaunch: warning: ignoring {log_dir / file}: {WHY[damage]}\n"
-    assert result.stdout.startswith(f"wrote {out} (1 node, ")
+    assert result.stdout.startswith(f"wrote {out} (logs: 1 node, ")  # the folder read
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 import pytest
-from launchers import Launchers, NodeCommand, option, printed_nodes, recorded_pids
+from launchers import Launchers, NodeCommand, node_dir, option, printed_nodes, recorded_pids
 
 from malaunch.testing import wait_gone
 
@@ -45,7 +45,7 @@ def nodes_of(
 
 
 def summary(tmp_path: Path, node: int) -> Dict[str, Any]:
-    path = tmp_path / "logs" / f"node-{node}" / "malaunch-summary.json"
+    path = node_dir(tmp_path / "logs", node) / "malaunch-summary.json"
     loaded: Dict[str, Any] = json.loads(path.read_text())
     return loaded
 
@@ -282,9 +282,7 @@ def test_b_a_hung_rank_is_named_with_every_ranks_stack(tmp_path: Path, stacks: s
     assert hang["seconds_silent"] >= 2.0
     assert summary(tmp_path, 1)["hang"]["culprits"] == [1]
     logs = tmp_path / "logs"
-    files = {
-        r: logs / f"node-{r // 2}" / "stacks" / "attempt-0" / f"rank-{r}.txt" for r in range(4)
-    }
+    files = {r: node_dir(logs, r // 2) / "stacks" / "attempt-0" / f"rank-{r}.txt" for r in range(4)}
     assert hang["stack_file"] == str(files[1])
     assert "stall_here" in files[1].read_text()
     for rank in (0, 2, 3):

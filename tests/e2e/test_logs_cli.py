@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,8 +17,10 @@ from typing import Callable, Iterator, List, Optional, Tuple
 
 import pytest
 
-from malaunch.testing import clean_env, malaunch_executable, run_cli, wait_gone
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir, wait_gone
 
+READING = "malaunch: info: reading the latest run in "
+RUN = r"run-\d{8}-\d{6}-\d{3}[0-9a-f]{3}"
 STEP = 0.15  # seconds between two ranks' turns: far above the launcher's read latency
 
 # Rank r prints "step k" for every k = r (mod world) at START + k * STEP: the test forces one
@@ -67,8 +70,10 @@ def run_job(tmp_path: Path, name: str, script: str, *args: str, nproc: int = 3) 
 
 
 def printed(*args: str, cwd: Optional[Path] = None, **env: str) -> List[str]:
+    """What ``malaunch logs ARGS`` prints; on stderr at most the line naming the run read."""
     result = run_cli(["logs", *args], env=clean_env(env), cwd=cwd)
-    assert (result.code, result.stderr) == (0, ""), result.stderr
+    assert result.code == 0, result.stderr
+    assert re.fullmatch(rf"({READING}.*: {RUN}\n)?", result.stderr), result.stderr
     return result.stdout.splitlines()
 
 
@@ -97,7 +102,8 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]  # fmt: skip
     result = run_cli(args)
     assert result.code == 0, result.stderr
-    assert (log_dir / "node-0.log").exists() and (log_dir / "node-1" / "worker-3.log").exists()
+    run = run_dir(log_dir)
+    assert (run / "node-0.log").exists() and (run / "node-1" / "worker-3.log").exists()
     return log_dir
 
 
@@ -131,7 +137,8 @@ def test_a_simulation_is_read_whole_and_by_node_and_rank(simulated: Path) -> Non
     assert printed(str(simulated), "--ranks", "0,3") == [
         line for line in every if "rank 0]" in line or "rank 3]" in line
     ]
-    nodes = [str(simulated / "node-1"), str(simulated / "node-0")]  # node dirs given one by one
+    run = run_dir(simulated)
+    nodes = [str(run / "node-1"), str(run / "node-0")]  # node dirs given one by one
     assert printed(*nodes) == every
 
 
@@ -241,7 +248,7 @@ def test_follow_a_simulation_from_its_start_and_ctrl_c(tmp_path: Path) -> None:
     ]  # fmt: skip
     out = tmp_path / "followed.txt"
     with started(args, tmp_path / "sim.txt", tmp_path) as simulation:
-        wait_for((log_dir / "malaunch-run.json").exists)
+        wait_for((log_dir / "latest").exists)  # once the node launchers have started
         with started(["logs", "-f", str(log_dir)], out, tmp_path) as follower:
             assert simulation.wait(timeout=60) == 0
             wait_for(lambda: len(lines_of(out)) >= 12)
@@ -267,6 +274,7 @@ def test_follow_started_before_the_log_dir_exists_waits_for_the_run(tmp_path: Pa
         assert follower.stderr is not None
         assert follower.stderr.read().decode() == (
             f"malaunch: info: waiting for a run in {log_dir}: nothing there yet\n"
+            f"{READING}{log_dir}: {run_dir(log_dir).name}\n"
         )
     assert lines_of(out) == [f"[node 0 rank 0] rank 0 says {i}" for i in range(3)]
 
@@ -310,7 +318,7 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     many = "for i in range(100000): print('line', i)\n"
     log_dir = run_job(tmp_path, "many", many, nproc=1)
     proc = subprocess.Popen(
-        [malaunch_executable(), "logs", str(log_dir)],
+        [malaunch_executable(), "logs", str(run_dir(log_dir))],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
     )  # fmt: skip
     try:

@@ -28,8 +28,11 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_writes_the_page_and_says_what_it_holds(run_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "new" / "report.html"
     result = run_cli(["report", str(run_dir), "--html", str(out)])
-    assert (result.code, result.stderr) == (0, "")
-    assert result.stdout == f"wrote {out} (1 node, 2 processes, 1 failure)\n"
+    (run,) = run_dir.glob("run-*")
+    reading = f"malaunch: info: reading the latest run in {run_dir}: {run.name}\n"
+    assert (result.code, result.stderr) == (0, reading)
+    assert result.stdout == f"wrote {out} ({run.name}: 1 node, 2 processes, 1 failure)\n"
+    assert run_cli(["report", str(run), "--html", str(out)]).stderr == ""  # a run folder given
     page = out.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "rank 1 on node 0 exited with code 3" in page
 
@@ -64,7 +67,8 @@ def test_an_unwritable_out_is_74_in_one_line(run_dir: Path, tmp_path: Path) -> N
     # anything is written, with 64: tests/e2e/test_hostile_files.py.
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "sub" / "r.html"
-    result = run_cli(["report", str(run_dir), "--html", str(out)])
+    (run,) = run_dir.glob("run-*")
+    result = run_cli(["report", str(run), "--html", str(out)])
     assert result.code == 74
     reason = f"{tmp_path / 'file'} is a file, not a directory"
     assert result.stderr == f"malaunch: error: cannot write the report {out}: {reason}\n"
@@ -75,8 +79,10 @@ def test_without_dir_the_launchers_default_dir(run_dir: Path, tmp_path: Path) ->
     out = tmp_path / "r.html"
     env = clean_env({"MALAUNCH_LOG_DIR": str(run_dir), "MA_LOG_DIR": str(tmp_path / "no")})
     result = run_cli(["report", "--html", str(out)], env=env, cwd=tmp_path)
-    assert (result.code, result.stderr) == (0, "")
-    assert result.stdout == f"wrote {out} (1 node, 2 processes, 1 failure)\n"
+    (run,) = run_dir.glob("run-*")
+    reading = f"malaunch: info: reading the latest run in {run_dir}: {run.name}\n"
+    assert (result.code, result.stderr) == (0, reading)
+    assert result.stdout == f"wrote {out} ({run.name}: 1 node, 2 processes, 1 failure)\n"
 
 
 def test_html_is_required(run_dir: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-from malaunch.testing import run_cli
+from malaunch.testing import run_cli, run_dir
 
 WORKER = (
     "import os, sys\n"
@@ -30,7 +30,9 @@ def launch(tmp_path: Path, codes: str, *options: str) -> Dict[str, Any]:
         "--", sys.executable, str(script), str(out), codes,
     ]  # fmt: skip
     result = run_cli(args, cwd=tmp_path)
-    summary: Dict[str, Any] = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    summary: Dict[str, Any] = json.loads(
+        (run_dir(tmp_path / "logs") / "malaunch-summary.json").read_text()
+    )
     assert result.code == summary["exit_code"], result.stderr
     summary["attempts_seen"] = sorted(p.name for p in out.iterdir())
     return summary

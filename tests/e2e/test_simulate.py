@@ -18,7 +18,14 @@ from typing import Dict, List, Sequence
 
 import pytest
 
-from malaunch.testing import clean_env, malaunch_executable, read_summary, run_cli, wait_gone
+from malaunch.testing import (
+    clean_env,
+    malaunch_executable,
+    read_summary,
+    run_cli,
+    run_dir,
+    wait_gone,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -291,7 +298,7 @@ def test_octopus_run_gives_every_rank_one_cluster(tmp_path: Path) -> None:
         ("node", 1, 0),
     ]
     for node in (0, 1):
-        inner = read_summary(tmp_path / "logs" / f"node-{node}")
+        inner = read_summary(run_dir(tmp_path / "logs") / f"node-{node}")
         assert sorted(p["rank"] for p in inner["processes"]) == [2 * node, 2 * node + 1]
 
 
@@ -307,7 +314,7 @@ def test_crash_on_node_1_stops_the_job_with_its_code(tmp_path: Path) -> None:
     assert (report["first_failure"]["role"], report["first_failure"]["rank"]) == ("node", 1)
     # The parent's failure is the failed rank's, from node 1's summary, and --tail-lines holds
     # (not the end of node 1's console, which nests that summary's table).
-    rank_log = str(tmp_path / "logs" / "node-1" / "worker-3.log")
+    rank_log = str(run_dir(tmp_path / "logs") / "node-1" / "worker-3.log")
     assert (report["first_failure"]["tail"], report["first_failure"]["tail_file"]) == (
         ["rank 3 crashing"], rank_log,
     )  # fmt: skip
@@ -316,7 +323,7 @@ def test_crash_on_node_1_stops_the_job_with_its_code(tmp_path: Path) -> None:
         f"malaunch: info: last line of {rank_log} (node 1):",
         "malaunch: info:   | rank 3 crashing",
     ]
-    node1 = read_summary(tmp_path / "logs" / "node-1")
+    node1 = read_summary(run_dir(tmp_path / "logs") / "node-1")
     assert node1["first_failure"]["rank"] == 3
     assert node1["first_failure"]["exit_code"] == 7
     assert "[node 1] [rank 3] rank 3 crashing" in result.stdout.splitlines()
@@ -405,7 +412,7 @@ def test_tf_ps_stops_the_ps_nodes_once_the_workers_succeed(tmp_path: Path) -> No
     # told node 0 they were done, and node 0 told the ps node to finish (SPEC §9).
     assert [(rows[n]["exit_code"], rows[n]["service"]) for n in range(3)] == [(0, False)] * 3
     assert report["first_failure"] is None
-    ps_node = read_summary(tmp_path / "logs" / "node-0")
+    ps_node = read_summary(run_dir(tmp_path / "logs") / "node-0")
     (ps,) = ps_node["processes"]
     assert (ps["role"], ps["service"], ps["signal"]) == ("ps", True, "SIGTERM")
     assert ps_node["exit_code"] == 0

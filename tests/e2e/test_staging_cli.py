@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import pytest
 from s3server import S3Server, running_server
 
-from malaunch.testing import clean_env, malaunch_executable, pid_alive, run_cli
+from malaunch.testing import clean_env, malaunch_executable, pid_alive, run_cli, run_dir
 
 WORKER = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
 TREE = {"train/a.bin": 200_000, "train/deep/b.bin": 3_000, "valid/c.bin": 1, "README": 12}
@@ -67,7 +67,7 @@ def env_of(s3: S3Server, expected: Dict[str, str], **extra: str) -> Dict[str, st
 
 
 def summary(tmp: Path, node: Optional[int] = None) -> Dict[str, Any]:
-    logs = tmp / "logs" if node is None else tmp / "logs" / f"node-{node}"
+    logs = run_dir(tmp / "logs") if node is None else run_dir(tmp / "logs") / f"node-{node}"
     data: Dict[str, Any] = json.loads((logs / "malaunch-summary.json").read_text())
     return data
 
@@ -304,7 +304,8 @@ def test_two_simulated_nodes_sharing_the_launch_directory(
         "--framework", "torch_ddp", "--nproc-per-node", "1", "--grace-period", "3",
         "--stage-in", "data=s3://data/set",
         "--stage-out", "out=s3://results/shared",  # shared: node 0 uploads it
-        "--stage-out", "logs/node-{node}=s3://results/logs/node{node}",  # each node its own
+        # each node its own: node-<k>/ of the simulation's run, which `latest` names by then
+        "--stage-out", "logs/latest/node-{node}=s3://results/logs/node{node}",
         "--", sys.executable, "-S", str(WORKER),
     ]  # fmt: skip
     result = run_cli(args, env=env_of(s3, bucket), cwd=tmp_path, timeout=180)
@@ -316,7 +317,7 @@ def test_two_simulated_nodes_sharing_the_launch_directory(
     for node in (0, 1):
         logs = uploaded(s3, f"logs/node{node}/")
         assert f"logs/node{node}/worker-{node}.log" in logs, sorted(logs)
-    assert [mapping["local"] for mapping in nodes[1]["stage_out"]["mappings"]] == ["logs/node-1"]
+    assert [m["local"] for m in nodes[1]["stage_out"]["mappings"]] == ["logs/latest/node-1"]
 
 
 class Watched:

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from launchers import Launchers, printed_nodes
+from launchers import Launchers, node_dir, printed_nodes
 from s3server import S3Server, free_port, running_server
 
-from malaunch.testing import clean_env, malaunch_executable, run_cli
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 STAGING_RANK = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
 TF_TASK = Path(__file__).resolve().parents[1] / "workers" / "tf_stage_task.py"
@@ -62,7 +62,7 @@ def uploaded(s3: S3Server, prefix: str) -> Dict[str, bytes]:
 
 
 def summary(tmp_path: Path, node: int) -> Dict[str, Any]:
-    path = tmp_path / "logs" / f"node-{node}" / "malaunch-summary.json"
+    path = node_dir(tmp_path / "logs", node) / "malaunch-summary.json"
     loaded: Dict[str, Any] = json.loads(path.read_text())
     return loaded
 
@@ -246,7 +246,8 @@ def test_tf_ps_rank_outputs_are_uploaded_by_the_workers_and_skipped_on_the_ps(
     assert uploaded(s3, "models/") == {
         f"models/{rank}/model.txt": f"model of rank {rank}\n".encode() for rank in (0, 1)
     }
-    assert "{rank} names no process of this node" in (tmp_path / "logs" / "node-0.log").read_text()
+    node_0 = run_dir(tmp_path / "logs") / "node-0.log"
+    assert "{rank} names no process of this node" in node_0.read_text()
     outputs = [summary(tmp_path, node)["staging"].get("stage_out") for node in (0, 1, 2)]
     assert outputs[0] is None  # the ps node: nothing to upload
     assert [m["local"] for m in outputs[1]["mappings"]] == ["results/0"]
@@ -280,7 +281,7 @@ def test_a_local_that_was_never_written_is_a_warning_and_listed_as_missing(
     assert result.code == 0, result.stderr
     warning = "malaunch: warning: stage-out: nolocal does not exist: nothing uploaded from it"
     assert warning in result.stderr.splitlines(), result.stderr
-    record = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    record = json.loads((run_dir(tmp_path / "logs") / "malaunch-summary.json").read_text())
     assert record["staging"]["stage_out"]["missing"] == ["nolocal"]
     assert record["staging"]["stage_out"]["errors"] == []
     assert uploaded(s3, "nl") == {}

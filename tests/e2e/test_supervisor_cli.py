@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Set
 
 import pytest
 
-from malaunch.testing import clean_env, malaunch_executable, run_cli
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 from jobs import WORKER, alive, wait_until
@@ -28,13 +28,15 @@ def command(tmp_path: Path, nproc: int, *worker_args: str) -> List[str]:
 
 
 def summary(tmp_path: Path) -> Dict[str, Any]:
-    data: Dict[str, Any] = json.loads((tmp_path / "logs" / "malaunch-summary.json").read_text())
+    data: Dict[str, Any] = json.loads(
+        (run_dir(tmp_path / "logs") / "malaunch-summary.json").read_text()
+    )
     return data
 
 
 def pids(tmp_path: Path) -> Set[int]:
     found = {int(p) for f in (tmp_path / "pids").glob("*.pids") for p in f.read_text().split()}
-    if (tmp_path / "logs" / "malaunch-summary.json").exists():
+    if (run_dir(tmp_path / "logs") / "malaunch-summary.json").exists():
         found.update(p["pid"] for p in summary(tmp_path)["processes"])
     return found
 

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -20,7 +21,6 @@ from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.cpus.bind import CpuBinder, CpuBindRequest
 from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import ExitCode, PluginError, UsageError
-from malaunch.files import check_directory, remove_empty
 from malaunch.hang.watch import DEFAULT_STARTUP_TIMEOUT, HangSettings
 from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
@@ -31,6 +31,7 @@ from malaunch.pipeline import locate, plan_topology, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
+from malaunch.supervisor.runs import RunFolder, check_log_dir
 from malaunch.supervisor.signals import parse_signal_names
 
 EPILOG = """\b
@@ -81,20 +82,6 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     if not command:
         msg = "no command given: malaunch --framework NAME [OPTIONS] -- COMMAND [ARG...]"
         raise UsageError(msg)
-    log_dir = Path(params["log_dir"] or os.environ.get("MA_LOG_DIR") or "malaunch-logs")
-    log_dir = log_dir.absolute()
-    resolve_options = ResolveOptions(
-        nproc_per_node=params["nproc_per_node"],
-        wait_timeout=params["wait_timeout"],
-        log_dir=str(log_dir),
-    )
-    plan_options = PlanOptions(
-        log_dir=str(log_dir),
-        cwd=os.getcwd(),
-        environ=dict(os.environ),
-        framework_options=framework_values,
-        max_restarts=params["max_restarts"],
-    )
     # click has checked every value (malaunch.cli.options); these only convert them.
     extra_env = parse_env_pairs(params["env"])
     forward_signals = parse_signal_names(params["forward_signals"])
@@ -106,33 +93,35 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     if params["sync_interval"] and not any(m.direction == "out" for m in mappings):
         logger.warning("--sync-interval: there is no --stage-out to upload periodically")
 
-    def locate_here(master_port: Optional[int] = None) -> Topology:
-        """This attempt's topology; a restart may bring node 0's fresh rendezvous port."""
-        master = (params["master_addr"], master_port or params["master_port"])
-        return locate(plugins, os.environ, params["topology"], resolve_options, master)
-
-    def plan_here(topology: Topology) -> LaunchPlan:
-        # plan_options as set below, once the topology gave the job port
-        return plan_topology(
-            plugins,
-            os.environ,
-            topology,
-            framework=framework,
-            command=command,
-            plan_options=plan_options,
-            extra_env=extra_env,
-            conda_env=params["conda_env"],
-            cpus=cpus,
-        )
-
-    def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
-        """The plan of restart ``attempt``: the job channel (and its port) stays."""
-        del attempt
-        return plan_here(locate_here(master_port))
-
     # Before the topology wait: an unusable log dir fails now, not after it as a spawn error.
-    origin = log_dir_origin(ctx, params["log_dir"])
-    with log_dir_ready(log_dir, origin, create=not params["dry_run"]):
+    with run_folder(ctx, params) as run:
+        log_dir = run.path
+        resolve_options, plan_options = plan_inputs(params, log_dir, framework_values)
+
+        def locate_here(master_port: Optional[int] = None) -> Topology:
+            """This attempt's topology; a restart may bring node 0's fresh rendezvous port."""
+            master = (params["master_addr"], master_port or params["master_port"])
+            return locate(plugins, os.environ, params["topology"], resolve_options, master)
+
+        def plan_here(topology: Topology) -> LaunchPlan:
+            # plan_options as set below, once the topology gave the job port
+            return plan_topology(
+                plugins,
+                os.environ,
+                topology,
+                framework=framework,
+                command=command,
+                plan_options=plan_options,
+                extra_env=extra_env,
+                conda_env=params["conda_env"],
+                cpus=cpus,
+            )
+
+        def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
+            """The plan of restart ``attempt``: the job channel (and its port) stays."""
+            del attempt
+            return plan_here(locate_here(master_port))
+
         topology = locate_here()
         # The channel's settings come from the topology the plan is made of, before the plan:
         # the plan sees the job port (PlanOptions.job_port), a dry run included.
@@ -177,12 +166,33 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             prepare=staged,
             finish=staged.finish if staged is not None else None,
             success_policy=success,
+            run_started=run.started,
         )
         try:
             return supervise(plan, options, replan=make_plan)
         finally:
             if staged is not None:
                 staged.cancel()  # after an error: the periodic uploads stop with the launcher
+
+
+def plan_inputs(
+    params: Dict[str, Any], log_dir: Path, framework_values: Dict[str, Any]
+) -> Tuple[ResolveOptions, PlanOptions]:
+    """What the topology source and the framework plugin are given; ``log_dir`` is the run
+    folder, so that everything a plugin puts under its log dir lands in this run's."""
+    resolve_options = ResolveOptions(
+        nproc_per_node=params["nproc_per_node"],
+        wait_timeout=params["wait_timeout"],
+        log_dir=str(log_dir),
+    )
+    plan_options = PlanOptions(
+        log_dir=str(log_dir),
+        cwd=os.getcwd(),
+        environ=dict(os.environ),
+        framework_options=framework_values,
+        max_restarts=params["max_restarts"],
+    )
+    return resolve_options, plan_options
 
 
 def log_dir_origin(ctx: click.Context, value: Optional[str]) -> str:
@@ -201,37 +211,24 @@ def _short(text: str) -> str:
 
 
 @contextlib.contextmanager
-def log_dir_ready(log_dir: Path, origin: str, create: bool) -> Iterator[None]:
-    """Check (``create``: make) the log dir, then run the body; the folders made are removed
-    again, if still empty, when the body fails before writing anything in them (a topology
-    that never became ready leaves no empty log dir behind)."""
-    made = check_log_dir(log_dir, origin, create)
+def run_folder(ctx: click.Context, params: Dict[str, Any]) -> Iterator[RunFolder]:
+    """This launch's run folder in the log dir (:mod:`malaunch.supervisor.runs`), checked and
+    made before the topology wait; a launch that ends without starting a process removes it
+    again, and earlier runs are never touched. A dry run makes nothing: its plan shows the
+    log dir itself."""
+    root = Path(params["log_dir"] or os.environ.get("MA_LOG_DIR") or "malaunch-logs").absolute()
+    origin = log_dir_origin(ctx, params["log_dir"])
+    if params["dry_run"]:
+        check_log_dir(root, origin, create=False)
+        run = RunFolder(root, root, 0, managed=False)
+    elif params["log_dir_is_run"]:
+        run = RunFolder.given(root, origin, create=True)
+    else:
+        run = RunFolder.create(root, origin, params["keep_runs"], time.time)
     try:
-        yield
-    except BaseException:
-        if made is not None:
-            remove_empty(log_dir, made)
-        raise
-
-
-def check_log_dir(log_dir: Path, origin: str, create: bool) -> Optional[Path]:
-    """:class:`UsageError` (64) naming ``origin`` when no file can be made in ``log_dir``; a
-    launch creates it, a dry run only looks (see :func:`malaunch.files.check_directory`).
-    Returns the topmost folder created, if any."""
-    try:
-        return check_directory(log_dir, create)
-    except FileExistsError as exc:
-        there = "it" if exc.filename in (None, str(log_dir)) else exc.filename
-        msg = f"{origin}: cannot create the log directory: {there} exists and is not a directory"
-        raise UsageError(msg) from exc
-    except OSError as exc:
-        what = (
-            "create files in the log directory"
-            if os.path.isdir(log_dir)
-            else "create the log directory"
-        )
-        msg = f"{origin}: cannot {what}: {exc.strerror or exc}"
-        raise UsageError(msg) from exc
+        yield run
+    finally:
+        run.close()
 
 
 def plan_json(plan: LaunchPlan, mappings: Sequence[StageMapping] = ()) -> str:

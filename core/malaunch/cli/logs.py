@@ -25,6 +25,7 @@ from malaunch.logs.follow import follow, read_once
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
 from malaunch.rankspec import parse_rank_spec
+from malaunch.supervisor.runs import pick_run
 
 
 def default_log_dir(environ: Mapping[str, str]) -> Path:
@@ -99,8 +100,10 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
 @click.option("--grep", metavar="REGEX", help="Only lines this Python regular expression finds.")
 @click.option("--since", metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}.")
 @click.option("-f", "--follow", "following", is_flag=True,
-              help="Then print new lines as they come (new files, nodes and attempts too), "
-              "until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
+              help="Then print new lines as they come (new files, nodes and attempts too; a "
+              "log dir's newer run once it starts), until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
+@click.option("--run", "run_name", metavar="NAME",
+              help="Read run NAME (a run-... folder) of each log dir, not the latest.")  # fmt: skip
 def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     dirs: Tuple[Path, ...],
     ranks: str,
@@ -108,14 +111,18 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     grep: Optional[str],
     since: Optional[str],
     following: bool,
+    run_name: Optional[str],
 ) -> int:
     """Print a run's rank logs merged in arrival order, each line prefixed [node K rank R].
 
-    DIR is a log dir, a `malaunch simulate` dir, or a folder of node log dirs; several may be
-    given. Default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs.
+    DIR is a log dir (its latest run is read, named on stderr), a run folder in it, a
+    `malaunch simulate` log dir or run, or a folder of node log dirs; several may be given.
+    Default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs.
     """
     selection = parse_filters(ranks, nodes, grep, since)
     roots = list(dirs) or [default_log_dir(os.environ)]
+    if run_name is not None:
+        roots = [pick_run(root, run_name) for root in roots]
     if following:
         # `malaunch logs -f` is often started before the job writes its first line: wait for
         # the run (directories are looked for again every second) instead of refusing.

@@ -23,6 +23,7 @@ from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
 from malaunch.staging.parse import parse_pairs
 from malaunch.supervisor.output import check_prefix_template
+from malaunch.supervisor.runs import DEFAULT_KEEP_RUNS
 from malaunch.supervisor.signals import parse_signal_names
 
 if TYPE_CHECKING:  # click 8.1 (Python 3.9) has no generic ParamType
@@ -97,12 +98,7 @@ def core_options() -> List[click.Parameter]:
             type=port(),
             help="Override the resolved rendezvous port.",
         ),
-        click.Option(
-            ["--log-dir"],
-            type=click.Path(file_okay=False),
-            help="Per-rank logs and malaunch-summary.json "
-            "[default: $MA_LOG_DIR or ./malaunch-logs]",
-        ),
+        *run_folder_options(),
         click.Option(
             ["--console-ranks"],
             type=Checked("spec", lambda text: parse_rank_spec(text, "--console-ranks")),
@@ -171,6 +167,40 @@ def core_options() -> List[click.Parameter]:
         click.Option(["--dry-run"], is_flag=True, help="Print the plan as JSON; start nothing."),
         click.Option(["--debug"], is_flag=True, help="Show tracebacks and debug messages."),
         click.Argument(["command"], nargs=-1, type=click.UNPROCESSED),
+    ]
+
+
+def keep_runs_option() -> click.Option:
+    """``--keep-runs``, shared with ``simulate``."""
+    return click.Option(
+        ["--keep-runs"],
+        type=Integer(0, 1_000_000),
+        default=DEFAULT_KEEP_RUNS,
+        show_default=True,
+        help="Runs kept in the log dir, this one included: once this run has started, the "
+        "oldest beyond it are removed, each said on the console (0: keep all).",
+    )
+
+
+def run_folder_options() -> List[click.Parameter]:
+    """Where a run's files go (SPEC §12): each launch in a run folder of its own."""
+    return [
+        click.Option(
+            ["--log-dir"],
+            type=click.Path(file_okay=False),
+            help="Each launch writes its per-rank logs and summary to a folder of its own "
+            "there, run-<UTC time>-<id>/; `latest` names the newest "
+            "[default: $MA_LOG_DIR or ./malaunch-logs]",
+        ),
+        keep_runs_option(),
+        # simulate's node launchers: their --log-dir is node-<k>/ inside simulate's own run.
+        click.Option(
+            ["--log-dir-is-run"],
+            is_flag=True,
+            hidden=True,
+            allow_from_autoenv=False,
+            help="Write into --log-dir as it is: no run folder, no latest, no pruning.",
+        ),
     ]
 
 

@@ -13,6 +13,7 @@ import click
 
 from malaunch.cli.logs import default_log_dir
 from malaunch.errors import UsageError
+from malaunch.supervisor.runs import pick_run
 
 
 @click.command("report")
@@ -24,25 +25,31 @@ from malaunch.errors import UsageError
     type=click.Path(readable=False, path_type=Path),  # written, never read
     help="Write the page to OUT (one file: inline CSS and SVG, nothing fetched).  [required]",
 )
-def report_command(directory: Optional[Path], out: Optional[Path]) -> None:
+@click.option(
+    "--run",
+    "run_name",
+    metavar="NAME",
+    help="Report the run NAME (a run-... folder) of the log dir, not the latest.",
+)
+def report_command(directory: Optional[Path], out: Optional[Path], run_name: Optional[str]) -> None:
     """Write one HTML page of the run in DIR: its topology, a timeline of every rank and
     node across attempts, the first failure with its last lines and exception, and links to
-    every log. DIR is a launcher's log dir or a simulation's [default: $MALAUNCH_LOG_DIR, else
-    $MA_LOG_DIR, else ./malaunch-logs]."""
+    every log. DIR is a launcher's or a simulation's log dir (its latest run is read) or one
+    of their run folders [default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs]."""
     # Imported here: the report package is needed by this command alone (start-up cost).
     from malaunch.report.write import write_report  # noqa: PLC0415 (start-up cost, see above)
 
     if out is None:
         raise UsageError("--html OUT is required: the file to write the page to")
     log_dir = directory or default_log_dir(os.environ)  # the same default as `logs`
-    job = write_report(log_dir, out)
+    job = write_report(pick_run(log_dir, run_name) if run_name else log_dir, out)
     processes = sum(len(node.rows) for node in job.nodes)
     counts = [
         _count(len(job.nodes), "node", "nodes"),
         _count(processes, "process", "processes"),
         _count(len(job.failures), "failure", "failures"),
     ]
-    click.echo(f"wrote {out} ({', '.join(counts)})")
+    click.echo(f"wrote {out} ({job.directory.name}: {', '.join(counts)})")
 
 
 def _count(number: int, singular: str, plural: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 import click
 
 from malaunch.cli.launch import build_launch_command
+from malaunch.cli.options import keep_runs_option
 from malaunch.errors import UsageError
 from malaunch.log import logger
 from malaunch.numbers import MAX_LOCAL_PROCESSES
@@ -29,9 +30,10 @@ Each node gets the environment its platform would inject (loopback addresses 127
 free ports, per-node directories; a ModelArts rank table that completes after
 --ranktable-delay), and its own launcher. Launcher options (--framework, --console-ranks,
 --grace-period, --wait-timeout, --env, framework options, ...) are passed to every node.
-Logs: <log dir>/node-<k>.log (all a node printed), <log dir>/node-<k>/ (its launcher's logs
-and summary), <log dir>/malaunch-summary.json (one row per node). Exit code: the first
-failing node's, as on a real cluster.
+Logs: each simulation writes a run folder of its own in the log dir, <log dir>/run-<UTC
+time>-<id>/ (`latest` names the newest), holding node-<k>.log (all a node printed), node-<k>/
+(its launcher's logs and summary) and malaunch-summary.json (one row per node). Exit code:
+the first failing node's, as on a real cluster.
 """
 
 
@@ -59,8 +61,10 @@ def simulate_options() -> List[click.Parameter]:
         click.Option(
             ["--log-dir"], type=click.Path(file_okay=False), default="malaunch-logs",
             show_default=True,
-            help="node-<k>.log, node-<k>/ (each node launcher's --log-dir) and the summary.",
+            help="Each simulation's run folder goes there, run-<UTC time>-<id>/: node-<k>.log, "
+            "node-<k>/ (each node launcher's --log-dir) and the summary.",
         ),
+        keep_runs_option(),
         click.Option(
             ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tf-ps] parameter-server tasks (each its own node, before the workers).",
@@ -135,6 +139,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
     own = simulate_options()
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the platform.
+    taken.add("--log-dir-is-run")  # simulate sets it on its node launchers itself
     forwarded = [
         p for p in launch.params if isinstance(p, click.Option) and not taken.intersection(p.opts)
     ]

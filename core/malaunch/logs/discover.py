@@ -1,10 +1,12 @@
 """Which rank logs a directory holds: node directories, their manifests, their files.
 
-A node launcher's log directory holds its manifest (``malaunch-run.json``, see
-:mod:`malaunch.supervisor.runlog`). The directories given to ``malaunch logs`` may be such a
-directory, a ``malaunch simulate`` directory (its ``node-<k>/`` subdirectories are the node
-launchers' own), or a folder of node directories collected from a cluster's shared storage;
-they are searched two levels deep. The simulate parent's own manifest lists the node
+A node launcher's run folder holds its manifest (``malaunch-run.json``, see
+:mod:`malaunch.supervisor.runlog`). The directories given to ``malaunch logs`` may be a log dir
+(read through its current run, :func:`malaunch.supervisor.runs.current_run`, looked up again
+at every search so that following moves on to a new run), a run folder, a ``malaunch simulate``
+run (its ``node-<k>/`` subdirectories are the node launchers' own), or a folder of node log
+dirs collected from a cluster's shared storage; they are searched two levels deep, a log dir
+standing for its current run at each level. The simulate parent's own manifest lists the node
 launchers' console output (``node-<k>.log``), which is not a rank log and is left out.
 """
 
@@ -16,8 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from malaunch.errors import MissingInputError
+from malaunch.log import logger
 from malaunch.supervisor import runlog
-from malaunch.supervisor.runlog import MANIFEST
+from malaunch.supervisor.runs import MANIFEST, current_run
 
 MAX_DEPTH = 2  # a folder of simulate directories: folder / simulate dir / node-<k>
 
@@ -69,12 +72,14 @@ class Discovery:
     def __init__(self, roots: List[Path]) -> None:
         self.roots = roots
         self.kinds: Dict[Path, bool] = {}  # directory -> is a node directory
+        self.runs: Dict[Path, Path] = {}  # a root given -> the run it was last read through
 
     def node_dirs(self) -> List[Path]:
         """Every node directory at or under the roots, each once, in the order found."""
         found: List[Path] = []
         seen = set()
         for root in self.roots:
+            self._say_run(root)
             for path in self.under(root):
                 if path.resolve() not in seen:  # a directory given twice, or also as a parent
                     seen.add(path.resolve())
@@ -87,7 +92,18 @@ class Discovery:
         self._scan(root, 0, found)
         return found
 
+    def _say_run(self, root: Path) -> None:
+        """One line on stderr naming the run a log dir given is read through, and another
+        each time a newer run takes its place (when following)."""
+        run = current_run(root)
+        if run is None or self.runs.get(root) == run:
+            return
+        what = "following the new" if root in self.runs else "reading the"
+        logger.info(f"{what} latest run in {root}: {run.name}")
+        self.runs[root] = run
+
     def _scan(self, directory: Path, depth: int, found: List[Path]) -> None:
+        directory = current_run(directory) or directory
         if self._is_node_dir(directory):
             found.append(directory)
             return
@@ -135,6 +151,7 @@ def missing_run(root: Path) -> Optional[str]:
 
 
 def _any_manifest(directory: Path, depth: int) -> bool:
+    directory = current_run(directory) or directory
     if (directory / MANIFEST).is_file():
         return True
     if depth >= MAX_DEPTH:

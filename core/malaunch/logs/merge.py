@@ -20,7 +20,7 @@ from malaunch.logs.discover import Discovery, RankLog, load_manifest, rank_logs
 from malaunch.logs.index import IndexTail, Record
 from malaunch.logs.reader import Block, LogReader, block_key
 from malaunch.logs.select import Selection
-from malaunch.supervisor.runlog import INDEX, MANIFEST
+from malaunch.supervisor.runs import INDEX, MANIFEST
 
 DISCOVER_INTERVAL = 1.0  # seconds between looks for new node directories when following
 

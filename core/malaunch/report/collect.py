@@ -1,6 +1,7 @@
 """A run's log dir read into a :class:`JobReport`: one launcher's dir, or a simulation's.
 
-A launcher's log dir holds its manifest, summary, line index, per-rank logs and stacks. A
+A launcher's run folder holds its manifest, summary, line index, per-rank logs and stacks
+(a log dir given is read through its latest run: :mod:`malaunch.supervisor.runs`). A
 simulation's holds the simulation parent's own manifest and summary (its processes are the
 node launchers) and one ``node-<k>/`` per node, each a launcher's log dir; a job's nodes
 gathered from a cluster into ``node-<k>/`` directories read the same way.
@@ -27,7 +28,7 @@ from malaunch.report.read import (
     read_json,
 )
 from malaunch.report.staging import phases
-from malaunch.supervisor.runlog import INDEX, MANIFEST, SUMMARY
+from malaunch.supervisor.runs import INDEX, MANIFEST, SUMMARY, run_to_read
 from malaunch.supervisor.tail import log_tail
 
 NODE_DIR = re.compile(r"node-(\d{1,6})")
@@ -44,7 +45,10 @@ class Found:
 
 
 def collect(directory: Path) -> JobReport:
-    """Read ``directory`` (a launcher's log dir or a simulation's) into a report."""
+    """Read ``directory`` (a launcher's log dir or a simulation's, through its latest run, or
+    one of their run folders) into a report."""
+    if directory.is_dir():
+        directory = run_to_read(directory)
     if not directory.is_dir():
         what = "not a directory" if directory.exists() else "no such directory"
         msg = f"{directory}: {what} (expected the log dir of a malaunch run, e.g. --log-dir's)"

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -32,7 +33,8 @@ from malaunch.simulate.platforms import (
     fabricate,
 )
 from malaunch.simulate.ranktable_writer import write_json
-from malaunch.supervisor.runlog import load_json_object, remove_node_folders
+from malaunch.supervisor.runlog import load_json_object
+from malaunch.supervisor.runs import RunFolder
 from malaunch.supervisor.signals import parse_signal_names
 from malaunch.supervisor.supervise import SuperviseOptions, supervise
 from malaunch.supervisor.tail import MAX_LINE, Tail, own_log
@@ -40,6 +42,7 @@ from malaunch.topology.platform_env import without_platform_vars
 
 # Node launchers need their own grace period to stop their workers before we SIGKILL them.
 NODE_GRACE_MARGIN = 5.0
+PREFIX = "malaunch-simulate-"  # of the platform's temporary directory
 # Variables the launcher sets for each process it starts: a node launcher must not inherit
 # those of a launcher it runs under.
 LAUNCHER_SET = ("MALAUNCH_VOLCANO_DIR", "MALAUNCH_CONTEXT", "MALAUNCH_RESTART_COUNT")
@@ -74,23 +77,33 @@ def base_environ(environ: Mapping[str, str]) -> Dict[str, str]:
     return without_platform_vars(environ, extra_names=LAUNCHER_SET)
 
 
-def node_argv(node: SimNode, cluster: SimCluster, values: Mapping[str, Any]) -> List[str]:
-    """The start command of one node: the user's launcher options plus the node's own."""
+def node_argv(
+    node: SimNode, cluster: SimCluster, values: Mapping[str, Any], nested: bool
+) -> List[str]:
+    """The start command of one node: the user's launcher options plus the node's own.
+
+    ``nested``: the node's log dir is ``node-<k>/`` inside the simulation's own run folder,
+    which the node launcher writes into as it is (``--log-dir-is-run``). Printed for hand-started
+    launchers (``--print-env``) it is not: each of those keeps run folders of its own there.
+    """
     argv = [*launcher_command(), *values["launcher_tokens"], *node.launcher_args]
     if cluster.master_port is not None and values.get("master_port") is None:
         argv += ["--master-port", str(cluster.master_port)]  # no port variable on this platform
     if cluster.job_port is not None and values.get("job_port") is None:
         argv += ["--job-port", str(cluster.job_port)]
-    return [*argv, "--log-dir", str(node.log_dir), "--", *values["command"]]
+    argv += ["--log-dir", str(node.log_dir), *(["--log-dir-is-run"] if nested else [])]
+    return [*argv, "--", *values["command"]]
 
 
-def node_specs(cluster: SimCluster, values: Mapping[str, Any], log_dir: Path) -> List[ProcessSpec]:
+def node_specs(
+    cluster: SimCluster, values: Mapping[str, Any], log_dir: Path, nested: bool = True
+) -> List[ProcessSpec]:
     cwd = str(Path.cwd())
     return [
         ProcessSpec(
             role="node",
             rank=node.index,
-            argv=tuple(node_argv(node, cluster, values)),
+            argv=tuple(node_argv(node, cluster, values, nested)),
             env=dict(node.env),
             cwd=cwd,
             log_file=str(log_dir / f"node-{node.index}.log"),
@@ -99,14 +112,16 @@ def node_specs(cluster: SimCluster, values: Mapping[str, Any], log_dir: Path) ->
     ]
 
 
-def writer_spec(cluster: SimCluster, values: Mapping[str, Any], staging: Path) -> ProcessSpec:
+def writer_spec(
+    cluster: SimCluster, values: Mapping[str, Any], staging: Path, log_dir: Path
+) -> ProcessSpec:
     """The rank-table writer: the platform side of ModelArts, as a service process."""
     argv = [sys.executable, "-m", "malaunch.simulate.ranktable_writer", "--table", str(staging)]
     argv += ["--delay", str(values["ranktable_delay"])]
     if values["ranktable_never_ready"]:
         argv.append("--never")
     argv += [str(path) for path in cluster.rank_table_files]
-    log_file = default_log_dir(values["log_dir"]) / "ranktable-writer.log"
+    log_file = log_dir / "ranktable-writer.log"
     return ProcessSpec(
         role="ranktable", argv=tuple(argv), cwd=str(Path.cwd()), log_file=str(log_file),
         service=True,
@@ -193,15 +208,50 @@ def prepare(shape: JobShape, cluster: SimCluster) -> Optional[Path]:
 
 
 def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
-    """Fabricate the platform, then print it (``--print-env``) or run one launcher per node."""
-    log_dir = default_log_dir(values["log_dir"])
+    """Fabricate the platform, then print it (``--print-env``) or run one launcher per node.
+
+    A run writes into a run folder of its own in the log dir (:mod:`malaunch.supervisor.runs`),
+    with the node launchers' ``node-<k>/`` inside it; ``--print-env`` creates nothing there
+    and prints each node's log dir as ``<log dir>/node-<k>``.
+    """
     signals = parse_signal_names(values["forward_signals"])  # a usage error before any work
+    root = default_log_dir(values["log_dir"])
+    if values["print_env"]:
+        return print_env(values, environ, root)
+    folder = RunFolder.create(root, f"--log-dir {root}", values["keep_runs"], time.time)
+    try:
+        given = values["platform_dir"]
+        platform = Path(given).absolute() if given else Path(tempfile.mkdtemp(prefix=PREFIX))
+        try:
+            shape = job_shape(values, platform, folder.path)
+            cluster = fabricate(shape, free_ports())
+            specs = node_specs(cluster, values, shape.log_dir)
+            return supervise_nodes(
+                shape, cluster, specs, values, environ=environ, signals=signals, folder=folder
+            )
+        finally:
+            if not given:
+                shutil.rmtree(platform, ignore_errors=True)
+    finally:
+        folder.close()
+
+
+def print_env(values: Dict[str, Any], environ: Mapping[str, str], log_dir: Path) -> int:
+    """``--print-env``: each node's environment and command (with ``--platform-dir``, the
+    platform's files written there)."""
     given = values["platform_dir"]
-    if given or values["print_env"]:
-        root = Path(given or Path(tempfile.gettempdir()) / "malaunch-simulate-XXXXXX").absolute()
-    else:
-        root = Path(tempfile.mkdtemp(prefix="malaunch-simulate-"))
-    shape = JobShape(
+    root = Path(given or Path(tempfile.gettempdir()) / f"{PREFIX}XXXXXX").absolute()
+    shape = job_shape(values, root, log_dir)
+    cluster = fabricate(shape, free_ports())
+    specs = node_specs(cluster, values, log_dir, nested=False)
+    if given:
+        write_platform_files(cluster)
+    click.echo(render_env(shape, cluster, specs, environ, written=bool(given)))
+    return 0
+
+
+def job_shape(values: Mapping[str, Any], root: Path, log_dir: Path) -> JobShape:
+    return JobShape(
         platform=values["platform"],
         nodes=values["nodes"],
         nproc_per_node=values["nproc_per_node"] or 1,
@@ -211,21 +261,6 @@ def run(values: Dict[str, Any], environ: Mapping[str, str]) -> int:
         first_device_id=values["first_device_id"],
         chief=values["chief"],
     )
-    cluster = fabricate(shape, free_ports())
-    specs = node_specs(cluster, values, log_dir)
-    if values["print_env"]:
-        if given:
-            write_platform_files(cluster)
-        click.echo(render_env(shape, cluster, specs, environ, written=bool(given)))
-        return 0
-    # Each node launcher clears its own previous run, but nobody starts a node of a previous,
-    # larger simulation that no longer exists: its node-<k> files go here.
-    remove_node_folders(log_dir, shape.node_count)
-    try:
-        return supervise_nodes(shape, cluster, specs, values, environ=environ, signals=signals)
-    finally:
-        if not given:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def supervise_nodes(
@@ -236,10 +271,11 @@ def supervise_nodes(
     *,
     environ: Mapping[str, str],
     signals: Tuple[int, ...],
+    folder: RunFolder,
 ) -> int:
     """Run the writer (modelarts) and the node launchers as one supervised plan."""
     staging = prepare(shape, cluster)
-    processes = [writer_spec(cluster, values, staging)] if staging else []
+    processes = [writer_spec(cluster, values, staging, shape.log_dir)] if staging else []
     plan = LaunchPlan(
         framework=values["framework"],
         topology=simulation_topology(shape, cluster),
@@ -260,6 +296,7 @@ def supervise_nodes(
         straggler_timeout=values["heartbeat_timeout"] + grace,
         tail_lines=values["tail_lines"],
         tail_reader=node_failure_tail,
+        run_started=folder.started,
     )
     return supervise(plan, options)
 

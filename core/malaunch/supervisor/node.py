@@ -79,7 +79,7 @@ class NodeRun:
         self.heartbeat: Optional[HeartbeatSocket] = None
         self.link = JobLink(self.loop, options, plan.topology, self.node, self._on_command)
         self.containment = containment
-        self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall())
+        self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall(), options.run_started)
         self.deduper = (
             Deduper(self.loop, console, options.console_prefix) if options.console_dedup else None
         )

@@ -67,6 +67,8 @@ class SuperviseOptions:
     only when an attempt has started (a job stopped before its start uploads nothing).
     ``success_policy``: when the job has succeeded, ``all-workers`` or ``chief``
     (:mod:`malaunch.job.success`).
+    ``run_started`` is called once, when the first attempt's processes have started (the
+    launch's run folder then becomes its log dir's ``latest``: :mod:`malaunch.supervisor.runs`).
     """
 
     log_dir: str
@@ -90,3 +92,4 @@ class SuperviseOptions:
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
     success_policy: str = ALL_WORKERS
+    run_started: Optional[Callable[[], None]] = None

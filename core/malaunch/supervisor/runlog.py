@@ -16,33 +16,27 @@ epoch). Lines take the arrival time of the chunk they start in, so merging many 
 time order never depends on timestamps the programs printed. One record per 64 KiB read at
 most: 800,000 lines cost a few thousand records.
 
-A launcher starting in a log directory first removes the files its previous run there listed
-(log files, index, manifest and summary), so that a reused ``--log-dir`` holds one run. When
-that run was a ``malaunch simulate``, its node launchers' runs in ``node-<k>/`` are cleared the
-same way (and their folders removed once empty): ``malaunch logs`` and ``report`` would
-otherwise read them as part of the new run.
+Both live in the launch's run folder (:mod:`malaunch.supervisor.runs`), which holds nothing
+of an earlier run: nothing here ever removes a file. The manifest's first writing (attempt
+0's start) is the moment the run counts as started (:attr:`RunLog.on_first_attempt`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
-import shutil
 import struct
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from malaunch.files import read_regular, write_atomic
 from malaunch.jsontext import loads
 from malaunch.log import logger
 from malaunch.models import LaunchPlan
+from malaunch.supervisor.runs import INDEX, MANIFEST
 from malaunch.supervisor.spawn import Child
 
-MANIFEST = "malaunch-run.json"
-INDEX = "malaunch-index.bin"
-SUMMARY = "malaunch-summary.json"
 RECORD = struct.Struct("<IQd")
 # A manifest lists the topology and every log file: 200,000 ranks write about 60 MB.
 MAX_MANIFEST_BYTES = 256 << 20
@@ -53,63 +47,18 @@ def iso(timestamp: float) -> str:
     return moment.astimezone().isoformat(timespec="milliseconds")
 
 
-def clear_previous_run(log_dir: Path) -> None:
-    """Remove what the run that last used ``log_dir`` listed: never anything else.
-
-    A manifest that cannot be read (a FIFO or device in its place, too large, not JSON, nested
-    too deeply) means no previous run to clear, with a warning: it is the launcher's own file,
-    which this run replaces.
-    """
-    manifest = log_dir / MANIFEST
-    try:
-        previous = load_json_object(manifest)
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError) as exc:
-        logger.warning(f"{manifest}: {_why(exc)}; no previous run to clear")
-        return
-    try:
-        files = [Path(f) for f in previous.get("files", []) if isinstance(f, str)]
-        source = str(previous.get("topology", {}).get("source", ""))
-    except (TypeError, AttributeError):  # "files" not a list, "topology" not an object
-        return
-    root = log_dir.resolve()
-    for path in [*files, log_dir / INDEX, log_dir / SUMMARY, manifest]:
-        with contextlib.suppress(OSError, ValueError):  # ValueError: a NUL in a listed name
-            if path.resolve().is_relative_to(root):
-                path.unlink()
-    if source.startswith("simulate-"):
-        # Its node launchers' runs are in node-<k>/: each is cleared the same way, and the
-        # folder goes once empty, so that logs and report never take them for this run's.
-        for folder in log_dir.glob("node-*"):
-            if folder.is_dir() and not folder.is_symlink():
-                clear_previous_run(folder)
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-
-
-def remove_node_folders(log_dir: Path, first: int) -> None:
-    """Remove ``node-<k>.log`` and the ``node-<k>/`` folders of a simulation for k >= ``first``.
-
-    Only folders a node launcher wrote (with its manifest or summary) go: a user's own
-    ``node-3/`` beside them stays.
-    """
-    for path in log_dir.glob("node-*"):
-        number = path.name[len("node-") :].removesuffix(".log")
-        if not (number.isascii() and number.isdigit()) or int(number) < first:
-            continue
-        if path.is_file() and path.suffix == ".log":
-            with contextlib.suppress(OSError):
-                path.unlink()
-        elif path.is_dir() and any((path / name).exists() for name in (MANIFEST, SUMMARY)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
 class RunLog:
     """Writes the manifest and the line index of this launcher's run."""
 
-    def __init__(self, log_dir: str, plan: LaunchPlan, started: float) -> None:
+    def __init__(
+        self,
+        log_dir: str,
+        plan: LaunchPlan,
+        started: float,
+        on_first_attempt: Optional[Callable[[], None]] = None,
+    ) -> None:
         self.dir = Path(log_dir)
+        self.on_first_attempt = on_first_attempt
         self.files: List[str] = []
         self.attempts: List[Dict[str, Any]] = []
         topology = plan.topology
@@ -125,7 +74,6 @@ class RunLog:
         self.index_fd = -1
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            clear_previous_run(self.dir)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
             self.index_fd = os.open(self.dir / INDEX, flags, 0o644)
         except OSError as exc:
@@ -156,6 +104,9 @@ class RunLog:
             write_atomic(self.dir / MANIFEST, json.dumps(document, indent=1) + "\n")
         except OSError as exc:
             logger.warning(f"cannot write {self.dir / MANIFEST}: {exc}")
+        if self.on_first_attempt is not None:
+            hook, self.on_first_attempt = self.on_first_attempt, None
+            hook()
 
     def chunk(self, child: Child, offset: int, arrived: float) -> None:
         """A chunk of ``child``'s output is about to be written at ``offset`` of its log."""
@@ -193,7 +144,3 @@ def load_json_object(path: Path) -> Dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ValueError(f"not a JSON object (a {type(loaded).__name__})")
     return loaded
-
-
-def _why(exc: BaseException) -> str:
-    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)

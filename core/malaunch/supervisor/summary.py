@@ -53,10 +53,10 @@ from malaunch.supervisor.errorfile import error_lines, read_error_file
 from malaunch.supervisor.options import Finished
 from malaunch.supervisor.outcome import Outcome, signal_name
 from malaunch.supervisor.output import describe
+from malaunch.supervisor.runs import SUMMARY as SUMMARY_FILE
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import TailReader, own_log
 
-SUMMARY_FILE = "malaunch-summary.json"
 FIRST_FAILURE_MARK = "<- first failure"
 
 

@@ -20,6 +20,7 @@ from malaunch.testing.commands import (
     pid_alive,
     read_summary,
     run_cli,
+    run_dir,
     wait_gone,
 )
 from malaunch.testing.distributions import write_fake_distribution
@@ -41,6 +42,7 @@ __all__ = [
     "read_env_file",
     "read_summary",
     "run_cli",
+    "run_dir",
     "wait_gone",
     "write_fake_distribution",
 ]

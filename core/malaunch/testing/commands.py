@@ -1,5 +1,5 @@
 """Running the installed ``malaunch`` and checking what it left behind (part of
-``malaunch.testing``): exit code and output, live pids, the summary file."""
+``malaunch.testing``): exit code and output, live pids, the run folder and its summary."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from malaunch.supervisor.runs import SUMMARY, runs_in
 from malaunch.testing.environment import clean_env
 
 
@@ -74,7 +75,16 @@ def wait_gone(pids: Sequence[int], timeout: float = 5.0) -> List[int]:
     return [pid for pid in pids if pid_alive(pid)]
 
 
+def run_dir(log_dir: Path) -> Path:
+    """The run folder the last launch with ``--log-dir log_dir`` wrote: the newest one there
+    (the one ``latest`` names, or a newer one of a launch that ended before starting, which
+    holds only its summary); ``log_dir`` itself when it keeps no run folders (a run folder, a
+    simulated node's ``node-<k>/``)."""
+    runs = runs_in(log_dir)
+    return runs[-1] if runs else log_dir
+
+
 def read_summary(log_dir: Path) -> Dict[str, Any]:
-    """The ``malaunch-summary.json`` a launcher wrote in ``log_dir``."""
-    loaded: Dict[str, Any] = json.loads((log_dir / "malaunch-summary.json").read_text())
+    """The ``malaunch-summary.json`` of the latest run in ``log_dir`` (see :func:`run_dir`)."""
+    loaded: Dict[str, Any] = json.loads((run_dir(log_dir) / SUMMARY).read_text())
     return loaded

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from malaunch.supervisor.runlog import INDEX, MANIFEST, RECORD
+from malaunch.supervisor.runlog import RECORD
+from malaunch.supervisor.runs import INDEX, MANIFEST
 
 Process = Tuple[str, Optional[int], Optional[int]]  # role, rank, local_rank
 

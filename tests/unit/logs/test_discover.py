@@ -11,7 +11,7 @@ import pytest
 from logs.rundir import MakeNode
 from malaunch.errors import MissingInputError
 from malaunch.logs.discover import Discovery, RankLog, load_manifest, rank_logs, require_runs
-from malaunch.supervisor.runlog import MANIFEST
+from malaunch.supervisor.runs import MANIFEST
 
 
 def log(role: str, rank: object = None, local_rank: object = None, node: int = 2) -> RankLog:
@@ -114,3 +114,33 @@ def test_garbage_in_a_manifest_is_skipped(make_node: MakeNode) -> None:
     )
     assert [(e.file_id, e.label) for e in rank_logs(run.path, manifest)] == [(2, "node 0 process")]
     assert rank_logs(run.path, {"files": "nope"}) == []
+
+
+OLD, NEW = "run-20260101-000000-000aaa", "run-20260102-000000-000bbb"
+
+
+def test_a_log_dir_stands_for_its_latest_run_at_every_level(
+    make_node: MakeNode, tmp_path: Path
+) -> None:
+    """A folder of collected node log dirs, each keeping runs: only each node's latest run is
+    read, never an older run beside it."""
+    latest = {}
+    for node in (0, 1):
+        make_node(f"job/host{node}/{OLD}", node=node).attempt(("worker", node, 0))
+        latest[node] = make_node(f"job/host{node}/{NEW}", node=node).attempt(("worker", node, 0))
+    (tmp_path / "job" / "host0" / "latest").symlink_to(NEW)  # host1 has no pointer: newest
+    found = Discovery([tmp_path / "job"]).node_dirs()
+    assert found == [latest[0].path, latest[1].path]
+    assert Discovery([tmp_path / "job" / "host0"]).node_dirs() == [latest[0].path]
+    assert Discovery([tmp_path / "job" / "host0" / OLD]).node_dirs() != found[:1]
+
+
+def test_following_a_log_dir_moves_to_its_newer_run(make_node: MakeNode, tmp_path: Path) -> None:
+    old = make_node(f"logs/{OLD}").attempt(("worker", 0, 0))
+    discovery = Discovery([tmp_path / "logs"])
+    assert discovery.node_dirs() == [old.path]
+    new = tmp_path / "logs" / NEW
+    new.mkdir()  # made by a launch still waiting for its topology: not read yet
+    assert discovery.node_dirs() == [old.path]
+    make_node(f"logs/{NEW}").attempt(("worker", 0, 0))
+    assert discovery.node_dirs() == [new]

@@ -11,7 +11,7 @@ from logs.rundir import MakeNode, NodeDir
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import Selection
 from malaunch.rankspec import parse_rank_spec
-from malaunch.supervisor.runlog import INDEX
+from malaunch.supervisor.runs import INDEX
 
 
 class Clock:
