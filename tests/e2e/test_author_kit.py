@@ -79,7 +79,14 @@ def _not_malaunch(name: str) -> bool:
     return not lowered.startswith(("malaunch", "__editable__"))
 
 
-def test_a_plugin_type_checks_against_an_editable_install(tmp_path: Path) -> None:
+EXAMPLES = {
+    "malaunch-example-plugin": "malaunch_example_plugin",
+    "malaunch-paddle": "malaunch_paddle",
+}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_a_plugin_type_checks_against_an_editable_install(tmp_path: Path, example: str) -> None:
     """``mypy --strict`` finds ``malaunch.api`` where malaunch is installed with ``pip install
     -e`` (setuptools' import-hook finder hid it, and mypy reported import-not-found)."""
     if importlib.util.find_spec("mypy") is None:
@@ -92,12 +99,10 @@ def test_a_plugin_type_checks_against_an_editable_install(tmp_path: Path) -> Non
     builtins = "import malaunch.api, malaunch_mindspore, malaunch_tensorflow_ps, malaunch_torch_ddp"
     imported = venvs.run_python(python, ["-c", builtins], cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
-    example = (
-        venvs.ROOT / "examples" / "malaunch-example-plugin" / "src" / "malaunch_example_plugin"
-    )
+    sources = venvs.ROOT / "examples" / example / "src" / EXAMPLES[example]
     args = ["--strict", "--python-executable", str(python), "--cache-dir", str(tmp_path / "c")]
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", *args, str(example)],
+        [sys.executable, "-m", "mypy", *args, str(sources)],
         cwd=tmp_path,  # no configuration file of ours: what an author's own project sees
         capture_output=True,
         text=True,
@@ -106,4 +111,4 @@ def test_a_plugin_type_checks_against_an_editable_install(tmp_path: Path) -> Non
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("Success: no issues found in 3 source files")
+    assert proc.stdout.startswith("Success: no issues found in")

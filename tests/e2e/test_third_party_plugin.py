@@ -230,21 +230,21 @@ from malaunch.api import Framework, hookimpl
 
 @hookimpl
 def malaunch_register_frameworks():
-    return [Framework(name="paddle", plan=lambda *a: None, launcher="paddle.distributed.launch",
-                      launcher_vars=["PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM"])]
+    return [Framework(name="fakepaddle", plan=lambda *a: None, launcher="fake.launch",
+                      launcher_vars=["FAKE_TRAINER_ID", "FAKE_TRAINERS_NUM"])]
 """
 
 
 def test_auto_refuses_inside_a_declared_launchers_worker(tmp_path: Path) -> None:
-    write_fake_distribution(tmp_path, "malaunch-paddle", "1.0", {"paddle": "fake_paddle"},
-                            {"fake_paddle": DECLARING})  # fmt: skip
-    env = clean_env({"PYTHONPATH": str(tmp_path), "PADDLE_TRAINERS_NUM": "4"})
+    write_fake_distribution(tmp_path, "malaunch-fakepaddle", "1.0",
+                            {"fakepaddle": "fake_paddle"}, {"fake_paddle": DECLARING})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path), "FAKE_TRAINERS_NUM": "4"})
     args = ["--framework", "torch_ddp", "--dry-run", "--", "python", "train.py"]
     result = run_cli(args, env=env)
     assert result.code == 65
     assert result.stderr == (
-        "malaunch: error: nested launch: PADDLE_TRAINERS_NUM is set, so this runs inside a "
-        "paddle.distributed.launch worker (framework paddle) that already has its rank; run the "
+        "malaunch: error: nested launch: FAKE_TRAINERS_NUM is set, so this runs inside a "
+        "fake.launch worker (framework fakepaddle) that already has its rank; run the "
         "command itself there, or start a separate job on purpose with --topology local\n"
     )
     assert run_cli([*args[:2], "--topology", "local", *args[2:]], env=env).code == 0

@@ -23,7 +23,10 @@ ROOT = Path(__file__).parents[2]
 CORE = ROOT / "core"
 PACKAGE = CORE / "malaunch"
 PLUGIN_DIRS = sorted(path for path in (ROOT / "plugins").iterdir() if path.is_dir())
-EXAMPLE_PLUGIN = ROOT / "examples" / "malaunch-example-plugin"
+EXAMPLE_PLUGINS = (
+    ROOT / "examples" / "malaunch-example-plugin",
+    ROOT / "examples" / "malaunch-paddle",
+)
 # What a plugin may import from the core (SPEC §2): the plugin API, the test kit, the runtime.
 PLUGIN_MAY_IMPORT = ("malaunch.api", "malaunch.testing", "malaunch.context")
 MAX_MODULE_LINES = 400
@@ -78,7 +81,7 @@ def _violations(code: str) -> List[str]:
 
 @pytest.mark.parametrize(
     "path",
-    list(_sources(*PLUGIN_DIRS, EXAMPLE_PLUGIN)),
+    list(_sources(*PLUGIN_DIRS, *EXAMPLE_PLUGINS)),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_plugins_import_the_core_only_through_the_plugin_api(path: Path) -> None:
@@ -152,7 +155,7 @@ def test_every_package_folder_is_installed() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    list(_sources(PACKAGE, *PLUGIN_DIRS, EXAMPLE_PLUGIN / "src")),
+    list(_sources(PACKAGE, *PLUGIN_DIRS, *(example / "src" for example in EXAMPLE_PLUGINS))),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_modules_stay_small(path: Path) -> None:

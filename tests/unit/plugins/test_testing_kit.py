@@ -153,16 +153,16 @@ from malaunch.api import Framework, hookimpl
 
 @hookimpl
 def malaunch_register_frameworks():
-    return [Framework(name="paddle", plan=lambda *a: None, launcher_vars=["PADDLE_TRAINER_ID"],
-                      env_prefixes=["PADDLE_", "FLAGS_"])]
+    return [Framework(name="fakepaddle", plan=lambda *a: None,
+                      launcher_vars=["PADDLE_TRAINER_ID"], env_prefixes=["PADDLE_", "FLAGS_"])]
 """
 
 
 @pytest.fixture
 def paddle_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A framework plugin that owns PADDLE_ and FLAGS_, installed for this test only."""
-    write_fake_distribution(tmp_path, "malaunch-paddle", "1.0", {"paddle": "fake_paddle"},
-                            {"fake_paddle": PADDLE})  # fmt: skip
+    write_fake_distribution(tmp_path, "malaunch-fakepaddle", "1.0",
+                            {"fakepaddle": "fake_paddle"}, {"fake_paddle": PADDLE})  # fmt: skip
     monkeypatch.syspath_prepend(str(tmp_path))
     environment._frameworks_env.cache_clear()
     yield

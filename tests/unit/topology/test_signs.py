@@ -293,14 +293,14 @@ def test_a_plain_local_run_is_not_refused(plugins: PluginSet) -> None:
     assert auto(plugins, env).source == "local"
 
 
-class Paddle:
+class FakePaddle:
     """A third-party framework that declares its launcher's variables."""
 
     @hookimpl
     def malaunch_register_frameworks(self) -> List[Framework]:
         return [
             Framework(
-                name="paddle",
+                name="fakepaddle",
                 plan=lambda *args: LaunchPlan.model_validate({}),
                 launcher="paddle.distributed.launch",
                 launcher_vars=("PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM"),
@@ -309,14 +309,15 @@ class Paddle:
 
 
 def test_a_frameworks_declared_launcher_is_refused_naming_it() -> None:
-    plugins = load_plugins(LOADER_ENV, extra=[(Paddle(), Origin("paddle", "malaunch-paddle", "1"))])
+    fake = (FakePaddle(), Origin("fakepaddle", "malaunch-fakepaddle", "1"))
+    plugins = load_plugins({"MALAUNCH_DISABLE_PLUGINS": "paddle"}, extra=[fake])
     # What paddle.distributed.launch gives a worker: on today's main this planned one node.
     env = {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "4", "PADDLE_CURRENT_ENDPOINT": "x"}
     with pytest.raises(TopologyError) as info:
         auto(plugins, env)
     assert str(info.value).startswith(
         "nested launch: PADDLE_TRAINER_ID and PADDLE_TRAINERS_NUM are set, so this runs inside "
-        "a paddle.distributed.launch worker (framework paddle) that already has its rank;"
+        "a paddle.distributed.launch worker (framework fakepaddle) that already has its rank;"
     )
     assert info.value.exit_code == ExitCode.DATA_ERROR
     assert resolve_topology(plugins, env, "local", ResolveOptions()).source == "local"
