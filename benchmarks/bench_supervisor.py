@@ -1,13 +1,17 @@
 """Supervisor benchmark: malaunch against torchrun and the plain-python floor, in one run.
 
     .venv/bin/python benchmarks/bench_supervisor.py [--torchrun PATH] [--reps N]
-        [--only LAUNCHER,...] [--rows TEXT,...]
+        [--only LAUNCHER,...] [--rows TEXT,...] [--relay]
+
+``--relay`` measures only the console relay in-process: MB/s of several kinds of output
+(plain, CJK, coloured, progress bars, hostile controls) escaped and raw.
 
 Prints a markdown table (median of ``--reps`` runs per cell). Launchers:
 
 - floor: this script starts the workers itself with ``subprocess`` (no launcher at all);
 - malaunch: the installed command, ``malaunch --framework torch_ddp --topology local``;
 - malaunch dedup+prefix: the same with ``--console-dedup --console-prefix '[{node}/{rank}] '``;
+- malaunch --console-raw: the same without escaping terminal controls on the console;
 - supervise(): ``supervise()`` called from a minimal script (the supervisor without the CLI);
 - torchrun: ``torchrun --standalone --no-python`` from a venv with torch (``--torchrun`` or
   ``$BENCH_TORCHRUN``, a path or a name on PATH, default the ``torchrun`` beside this
@@ -194,6 +198,13 @@ def malaunch_argv(run: Run, grace: float) -> List[str]:
         "--",
         *run.worker_argv(),
     ]
+
+
+def raw_argv(run: Run, grace: float) -> List[str]:
+    """malaunch with --console-raw: the console copy without terminal escaping."""
+    argv = malaunch_argv(run, grace)
+    at = argv.index("--")
+    return [*argv[:at], "--console-raw", *argv[at:]]
 
 
 def dedup_argv(run: Run, grace: float) -> List[str]:
@@ -548,21 +559,30 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=3.0, help="idle CPU window, seconds")
     parser.add_argument(
         "--only",
-        help="comma-separated launchers: floor,malaunch,malaunch dedup+prefix,supervise,torchrun",
+        help="comma-separated launchers: floor,malaunch,malaunch dedup+prefix,"
+        "malaunch --console-raw,supervise,torchrun",
     )
     parser.add_argument(
         "--rows", help="comma-separated texts: only the scenarios whose label holds one of them"
     )
+    parser.add_argument(
+        "--relay", action="store_true", help="only the console relay's throughput, in-process"
+    )
     args = parser.parse_args()
+    if args.relay:
+        relay_table(args.reps)
+        return
     workdir = Path(tempfile.mkdtemp(prefix="bench-supervisor-"))
     launchers: Dict[str, Optional[Argv]] = {
         "floor": None,
         "malaunch": malaunch_argv,
         "malaunch dedup+prefix": dedup_argv,
+        "malaunch --console-raw": raw_argv,
         "supervise()": driver_argv,
     }
     prefixes: Dict[str, Prefix] = {
         "malaunch": default_prefix,
+        "malaunch --console-raw": default_prefix,
         "malaunch dedup+prefix": dedup_prefix,
         "supervise()": default_prefix,
     }
@@ -593,6 +613,52 @@ def main() -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print_table(table, list(launchers), notes, args.reps)
+
+
+# -- the console relay alone ---------------------------------------------------------------
+
+RELAY_TEXTS = {
+    "plain ASCII": b"rank 3 step 1234 loss=2.3456 lr=0.001 throughput=1234.5 samples/s\n",
+    "CJK (UTF-8)": "第 1234 步 损失 2.3456 学习率 0.001 吞吐 1234.5 样本每秒\n".encode(),
+    "coloured (SGR)": b"\x1b[32mINFO\x1b[0m rank 3 step 1234 \x1b[1mloss=2.3456\x1b[0m lr=0.001\n",
+    "progress bar (\\r)": b" 10%|#         | 10/100\r 50%|#####     | 50/100\r100%|#####|\n",
+    "hostile (OSC, C1)": b"\x1b]0;title\x07 step 1234 \x9b2J loss \x1b]52;c;aGk=\x07 x\n",
+}
+RELAY_BYTES = 32 << 20  # fed in the launcher's 64 KiB reads, cut anywhere in a line
+
+
+def relay_seconds(text: bytes, escape: bool) -> float:
+    """Seconds for one LineRelay to prefix (and escape) RELAY_BYTES of ``text`` lines."""
+    from malaunch.supervisor.output import LineRelay  # noqa: PLC0415 (only this mode)
+
+    data = text * (RELAY_BYTES // len(text))
+    chunks = [data[i : i + (1 << 16)] for i in range(0, len(data), 1 << 16)]
+    written = [0]
+
+    def sink(block: bytes) -> None:
+        written[0] += len(block)
+
+    relay = LineRelay(b"[rank 3] ", sink, escape=escape)
+    start = time.perf_counter()
+    for chunk in chunks:
+        relay.feed(chunk)
+    relay.flush()
+    return time.perf_counter() - start
+
+
+def relay_table(reps: int) -> None:
+    """MB/s of a rank's output through the console relay, escaped (the default) and raw
+    (--console-raw: the relay as it was before escaping existed), median of ``reps``."""
+    print(f"| output (32 MiB, median of {reps}) | escaped (default) | --console-raw | ratio |")
+    print("|---|---|---|---|")
+    for name, text in RELAY_TEXTS.items():
+        rates = []
+        for escape in (True, False):
+            best = median([relay_seconds(text, escape) for _ in range(reps)])
+            rates.append(RELAY_BYTES / best / 1e6)
+        print(f"| {name} | {rates[0]:,.0f} MB/s | {rates[1]:,.0f} MB/s | "
+              f"{rates[1] / rates[0]:.1f}x |")  # fmt: skip
+    print(f"\nPython {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}.")
 
 
 def print_table(

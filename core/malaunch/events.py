@@ -1,11 +1,13 @@
-"""The launcher's one event loop: readable file descriptors and timers, nothing else.
+"""The launcher's one event loop: readable file descriptors, outputs and timers, nothing else.
 
 Everything the launcher waits for arrives here: worker output pipes, the signal wakeup pipe
 (signals and SIGCHLD), the job channel's sockets and the heartbeat socket, plus timers (the
 SIGKILL after the grace period, heartbeats to peers, hang checks, restart back-off). One
 ``select`` waits for all of them with a timeout only when a timer is pending, so an idle
-launcher sleeps in the kernel. Callbacks run one at a time in the main thread; there is no
-locking anywhere.
+launcher sleeps in the kernel. The same ``select`` waits for the console to take more
+(:meth:`EventLoop.add_output`): the loop never blocks in a write, so a stalled console reader
+cannot stop heartbeats, hang checks or the job channel. Callbacks run one at a time in the
+main thread; there is no locking anywhere (outputs that threads write to lock themselves).
 
 Time comes from an injected :class:`Clock`, which also decides how long a wait may really
 block: :meth:`Clock.block_for` turns "my next deadline is T seconds away" into how long the
@@ -20,7 +22,7 @@ import heapq
 import itertools
 import selectors
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 
 class Clock:
@@ -42,6 +44,17 @@ class Clock:
 Callback = Callable[[], None]
 
 
+class Output(Protocol):
+    """Something written without blocking, with data that may wait for its reader
+    (:class:`malaunch.console.ConsoleStream`)."""
+
+    def write_fd(self) -> Optional[int]:
+        """The descriptor to wait on while data waits (None: nothing waits)."""
+
+    def on_writable(self) -> None:
+        """The descriptor takes more: write what waits."""
+
+
 class Timer:
     """A pending :meth:`EventLoop.call_at`; :meth:`cancel` makes it never fire."""
 
@@ -61,17 +74,64 @@ class EventLoop:
         self.clock = clock
         self.selector = selectors.DefaultSelector()
         self._readers: Dict[int, Callback] = {}
+        self._outputs: List[Output] = []
+        self._writers: Dict[int, Output] = {}  # descriptors now waited on for writing
         self._timers: List[Tuple[float, int, Timer]] = []
         self._order = itertools.count()  # ties fire in the order they were set
 
     def add_reader(self, fd: int, callback: Callback) -> None:
         """Call ``callback`` whenever ``fd`` is readable (or at end of file)."""
         self._readers[fd] = callback
-        self.selector.register(fd, selectors.EVENT_READ, fd)
+        self._update(fd)
 
     def remove_reader(self, fd: int) -> None:
         if self._readers.pop(fd, None) is not None:
+            self._update(fd)
+
+    def add_output(self, output: Output) -> None:
+        """Flush ``output`` whenever it has data waiting and its descriptor is writable.
+
+        Before each wait the loop asks every output for :meth:`Output.write_fd`, so data that
+        a thread beside the loop queued is waited for from the next round on."""
+        if all(output is not known for known in self._outputs):
+            self._outputs.append(output)
+
+    def remove_output(self, output: Output) -> None:
+        self._outputs = [known for known in self._outputs if known is not output]
+        for fd in [fd for fd, known in self._writers.items() if known is output]:
+            del self._writers[fd]
+            self._update(fd)
+
+    def _watch_outputs(self) -> None:
+        wanted: Dict[int, Output] = {}
+        for output in self._outputs:
+            fd = output.write_fd()
+            if fd is not None:
+                wanted[fd] = output
+        if wanted == self._writers:
+            return
+        changed = set(wanted) ^ set(self._writers)
+        self._writers = wanted
+        for fd in changed:
+            self._update(fd)
+
+    def _update(self, fd: int) -> None:
+        """Register ``fd`` for what it is now waited on for (reading, writing, both, none)."""
+        events = (selectors.EVENT_READ if fd in self._readers else 0) | (
+            selectors.EVENT_WRITE if fd in self._writers else 0
+        )
+        try:
+            registered = self.selector.get_key(fd).events
+        except KeyError:
+            registered = 0
+        if events == registered:
+            return
+        if not events:
             self.selector.unregister(fd)
+        elif not registered:
+            self.selector.register(fd, events, fd)
+        else:
+            self.selector.modify(fd, events, fd)
 
     def call_at(self, when: float, callback: Callback) -> Timer:
         """Call ``callback`` once the clock reaches ``when`` (monotonic seconds)."""
@@ -92,10 +152,15 @@ class EventLoop:
 
     def run_once(self) -> None:
         """Wait for the next event or timer and dispatch what is ready."""
+        self._watch_outputs()
         timeout = self._next_timeout()
-        for key, _ in self.selector.select(self.clock.block_for(timeout)):
-            callback = self._readers.get(key.data)
-            if callback is not None:  # an earlier callback of this round may have removed it
+        for key, events in self.selector.select(self.clock.block_for(timeout)):
+            # An earlier callback of this round may have removed what was ready.
+            output = self._writers.get(key.data) if events & selectors.EVENT_WRITE else None
+            if output is not None:
+                output.on_writable()
+            callback = self._readers.get(key.data) if events & selectors.EVENT_READ else None
+            if callback is not None:
                 callback()
         self._fire_due()
 
@@ -117,4 +182,6 @@ class EventLoop:
     def close(self) -> None:
         self.selector.close()
         self._readers.clear()
+        self._outputs.clear()
+        self._writers.clear()
         self._timers.clear()

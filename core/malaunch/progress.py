@@ -9,10 +9,10 @@ that ends within :data:`QUIET` seconds says nothing: most do.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Callable, Optional, TextIO
 
+from malaunch import console
 from malaunch.log import logger
 
 EVERY = 10.0
@@ -22,11 +22,14 @@ LIVE_EVERY = 0.5
 
 class StatusLine:
     """Where a progress line goes: rewritten in place on a terminal, or a log line (the one
-    piece shared by the waits here and data staging's transfer progress)."""
+    piece shared by the waits here and data staging's transfer progress).
+
+    Without ``stream``, stderr's console stream (:mod:`malaunch.console`): a live line is
+    skipped, not queued, while the terminal's reader is behind."""
 
     def __init__(self, stream: Optional[TextIO] = None, every: float = EVERY) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.live = _is_terminal(self.stream)
+        self.stream = stream
+        self.live = _is_terminal(stream) if stream is not None else console.stderr().isatty
         self.every = every
         self.shown = False
 
@@ -34,8 +37,7 @@ class StatusLine:
         """Show ``text``; return how long until the next line is due."""
         self.shown = True
         if self.live:
-            self.stream.write(f"\r\x1b[Kmalaunch: {text}")
-            self.stream.flush()
+            self._write(f"\r\x1b[Kmalaunch: {text}", update=True)
             return LIVE_EVERY
         logger.info(text)
         return self.every
@@ -43,8 +45,17 @@ class StatusLine:
     def clear(self) -> None:
         """Clear the live line, if one was shown."""
         if self.live and self.shown:
-            self.stream.write("\r\x1b[K")
+            self._write("\r\x1b[K", update=False)
+
+    def _write(self, text: str, update: bool) -> None:
+        if self.stream is not None:
+            self.stream.write(text)
             self.stream.flush()
+            return
+        stream = console.stderr()
+        if update and stream.buffered:
+            return  # the reader is behind: a later update says the same, newer
+        stream.write(text.encode("utf-8", "backslashreplace"), keep=True)
 
 
 class Waiting:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from launchers import Launchers, NodeCommand
+from launchers import Launchers, NodeCommand, node_dir
 
 from malaunch.net import free_port
-from malaunch.testing import clean_env, malaunch_executable, run_cli, wait_gone
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir, wait_gone
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.timeout(600)]
 
@@ -108,17 +108,17 @@ def test_native_mode_gives_a_worker_what_torchrun_gives_it(tmp_path: Path) -> No
             "False",
         )
         assert given["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{rank}/error.json")
-        assert got["TORCHELASTIC_ERROR_FILE"] == str(logs / f"worker-{rank}.error.json")
+        assert got["TORCHELASTIC_ERROR_FILE"] == str(run_dir(logs) / f"worker-{rank}.error.json")
         assert "TORCHELASTIC_SIGNALS_TO_HANDLE" in given
         assert "TORCHELASTIC_SIGNALS_TO_HANDLE" not in got
         assert ("NODE_RANK" in given, got["NODE_RANK"]) == (False, "0")
-        job_id = json.loads((logs / "malaunch-run.json").read_text())["job_id"]
+        job_id = json.loads((run_dir(logs) / "malaunch-run.json").read_text())["job_id"]
         assert (given["TORCHELASTIC_RUN_ID"], got["TORCHELASTIC_RUN_ID"]) == ("none", job_id)
         assert job_id.startswith("malaunch-")
 
 
 def node_summary(logs: Path, node: int) -> Dict[str, Any]:
-    path = logs / f"node-{node}" / "malaunch-summary.json"
+    path = node_dir(logs, node) / "malaunch-summary.json"
     loaded: Dict[str, Any] = json.loads(path.read_text())
     return loaded
 
@@ -159,7 +159,7 @@ def test_a_recorded_error_is_in_the_summary_of_every_node_and_the_report(tmp_pat
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert result.code == 1, result.stdout + result.stderr
-    error_file = str(logs / "node-1" / "worker-3.error.json")
+    error_file = str(node_dir(logs, 1) / "worker-3.error.json")
     failed = node_summary(logs, 1)["first_failure"]
     stopped = node_summary(logs, 0)
     for error in (failed["error"], stopped["job_failure"]["error"], stopped["stopped_by"]["error"]):
@@ -200,9 +200,10 @@ def test_delegate_mode_reads_the_error_torchrun_copied(tmp_path: Path) -> None:
         env=launch_env(), timeout=180,
     )  # fmt: skip
     assert result.code == 1, result.stderr
-    error = json.loads((logs / "malaunch-summary.json").read_text())["first_failure"]["error"]
+    run = run_dir(logs)
+    error = json.loads((run / "malaunch-summary.json").read_text())["first_failure"]["error"]
     assert (error["type"], error["message"]) == ("ValueError", "rank 1 found a NaN in batch 17")
-    assert error["file"] == str(logs / "torchrun-node-0.error.json")
+    assert error["file"] == str(run / "torchrun-node-0.error.json")
 
 
 def chief_succeeded_at(logs: Path) -> float:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-from launchers import Launchers, printed_nodes, recorded_pids
+from launchers import Launchers, node_dir, printed_nodes, recorded_pids
 
 from malaunch.testing import run_cli, wait_gone
 
@@ -29,7 +29,7 @@ def simulate_args(tmp_path: Path, *extra: str) -> List[str]:
 
 
 def node_summary(tmp_path: Path, node: int) -> Dict[str, Any]:
-    path = tmp_path / "logs" / f"node-{node}" / "malaunch-summary.json"
+    path = node_dir(tmp_path / "logs", node) / "malaunch-summary.json"
     loaded: Dict[str, Any] = json.loads(path.read_text())
     return loaded
 

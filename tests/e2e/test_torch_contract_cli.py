@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from malaunch.testing import run_cli
+from launchers import node_dir
+
+from malaunch.testing import run_cli, run_dir
 
 WORKER = Path(__file__).resolve().parents[1] / "workers" / "elastic_worker.py"
 
@@ -34,23 +36,24 @@ def test_restart_count_error_file_and_summary(tmp_path: Path) -> None:
         timeout=120,
     )  # fmt: skip
     assert result.code == 11, result.stderr  # attempt 1's failure: 10 + 1
+    run = run_dir(logs)
     for attempt in (0, 1):
         for rank in (0, 1):
             env = env_of(out, rank, attempt)
             assert env["TORCHELASTIC_RESTART_COUNT"] == str(attempt)
             assert env["TORCHELASTIC_MAX_RESTARTS"] == "1"
-            assert env["TORCHELASTIC_ERROR_FILE"] == str(logs / f"worker-{rank}.error.json")
-    summary: Dict[str, Any] = json.loads((logs / "malaunch-summary.json").read_text())
+            assert env["TORCHELASTIC_ERROR_FILE"] == str(run / f"worker-{rank}.error.json")
+    summary: Dict[str, Any] = json.loads((run / "malaunch-summary.json").read_text())
     first, second = (entry["failure"] for entry in summary["attempts"])
     error = first["error"]
     assert (error["type"], error["message"]) == ("RuntimeError", "shard 7 is corrupt")
     assert error["frame"] == 'File "elastic_worker.py", line 40, in main'
     assert error["code"] == 'raise RuntimeError("shard 7 is corrupt")'
-    assert error["file"] == str(logs / "worker-1.error.json")
+    assert error["file"] == str(run / "worker-1.error.json")
     # Attempt 1 wrote no error file: attempt 0's was removed before it started.
     assert second["error"] is None
     assert summary["first_failure"]["error"] is None
-    assert not (logs / "worker-1.error.json").exists()
+    assert not (run / "worker-1.error.json").exists()
 
 
 def test_the_console_summary_shows_the_structured_error(tmp_path: Path) -> None:
@@ -65,16 +68,17 @@ def test_the_console_summary_shows_the_structured_error(tmp_path: Path) -> None:
         timeout=120,
     )  # fmt: skip
     assert result.code == 10, result.stderr
+    run = run_dir(logs)
     lines = result.stderr.splitlines()
     at = lines.index(
-        f"malaunch: info: rank 0: its error file ({logs / 'worker-0.error.json'}) says:"
+        f"malaunch: info: rank 0: its error file ({run / 'worker-0.error.json'}) says:"
     )
     assert lines[at + 1].startswith("malaunch: info:   | RuntimeError: shard 7 is corrupt (at ")
     assert lines[at + 2 : at + 4] == [
         'malaunch: info:   | File "elastic_worker.py", line 40, in main',
         'malaunch: info:   |     raise RuntimeError("shard 7 is corrupt")',
     ]
-    summary = json.loads((logs / "malaunch-summary.json").read_text())
+    summary = json.loads((run / "malaunch-summary.json").read_text())
     assert summary["first_failure"]["error"]["message"] == "shard 7 is corrupt"
 
 
@@ -104,7 +108,7 @@ def test_a_failure_with_a_huge_non_ascii_traceback_still_reaches_every_node(
         timeout=120,
     )  # fmt: skip
     assert result.code == 3, result.stdout[-2000:] + result.stderr[-2000:]
-    stopped = json.loads((logs / "node-0" / "malaunch-summary.json").read_text())
+    stopped = json.loads((node_dir(logs, 0) / "malaunch-summary.json").read_text())
     assert stopped["exit_code"] == 75
     told = stopped["stopped_by"]
     assert (told["node"], told["rank"], told["code"]) == (1, 1, 3)

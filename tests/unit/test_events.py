@@ -8,6 +8,8 @@ from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
+from malaunch.console.sinks import ReopenedSink
+from malaunch.console.stream import ConsoleStream
 from malaunch.events import Clock, EventLoop
 
 
@@ -243,3 +245,38 @@ def test_callback_removing_another_reader_in_the_same_round(loop: EventLoop, pip
     loop.call_later(1.0, lambda: called.append("timer"))
     loop.run_until(lambda: "timer" in called)
     assert len(called) == 2  # the removed reader was never called, though still readable
+
+
+# -- outputs ------------------------------------------------------------------------------
+
+
+def test_timers_and_readers_go_on_while_an_output_waits_for_its_reader(
+    loop: EventLoop, pipes: Pipes
+) -> None:
+    """A console whose reader stalls: the loop keeps serving everything else in its one
+    select, then flushes what waited once the reader reads again."""
+    console_read, console_write = pipes.new()
+    stream = ConsoleStream(ReopenedSink(os.open(f"/proc/self/fd/{console_write}",
+                                                os.O_WRONLY | os.O_NONBLOCK)))  # fmt: skip
+    loop.add_output(stream)
+    data = b"x" * 99 + b"\n"
+    while stream.write_fd() is None:  # until the pipe is full and lines wait
+        stream.write(data)
+    waiting = stream.buffered
+    read_end, write_end = pipes.new()
+    got: List[bytes] = []
+    loop.add_reader(read_end, lambda: got.append(os.read(read_end, 100)))
+    os.write(write_end, b"from a rank")
+    fired: List[int] = []
+    loop.call_later(3600.0, lambda: fired.append(1))  # a heartbeat, a hang check
+    loop.run_until(lambda: bool(fired))
+    assert got == [b"from a rank"] and stream.buffered == waiting
+    received = b""
+    while stream.write_fd() is not None:
+        received += os.read(console_read, 1 << 16)
+        loop.run_once()
+    os.set_blocking(console_read, False)
+    received += os.read(console_read, 1 << 20)
+    assert received == data * (len(received) // len(data)) and stream.buffered == 0
+    loop.remove_output(stream)
+    stream.close()

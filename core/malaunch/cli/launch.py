@@ -163,6 +163,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
             tail_lines=params["tail_lines"],
             console_prefix=params["console_prefix"],
             console_dedup=params["console_dedup"],
+            console_raw=params["console_raw"],
             prepare=staged,
             finish=staged.finish if staged is not None else None,
             success_policy=success,

@@ -18,10 +18,11 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import click
 
+from malaunch import console
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs
-from malaunch.logs.follow import follow, read_once
+from malaunch.logs.follow import Output, follow, read_once
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
 from malaunch.rankspec import parse_rank_spec
@@ -50,34 +51,24 @@ def stop_on_signals() -> Iterator[Callable[[], bool]]:
             signal.signal(signum, handler)
 
 
-class Stdout:
-    """UTF-8 bytes to stdout, whatever the locale: the logs were decoded with replacement
-    characters, which an ASCII locale could not encode."""
-
-    def __init__(self) -> None:
-        self.stream = sys.stdout.buffer
-
-    def write(self, text: str) -> None:
-        self.stream.write(text.encode("utf-8"))
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def silence(self) -> None:
-        """The reader went away: point stdout at /dev/null, so that flushing what is still
-        buffered at exit cannot fail again."""
-        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+def silence_stdout() -> None:
+    """The reader went away: point stdout at /dev/null, so that flushing what Python may
+    still hold at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
-def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[str]) -> Selection:
+def parse_filters(
+    ranks: str, nodes: str, grep: Optional[str], since: Optional[str], raw: bool = False
+) -> Selection:
     return Selection(
         ranks=parse_rank_spec(ranks, "--ranks"),
         nodes=parse_rank_spec(nodes, "--nodes"),
         grep=compile_grep(grep) if grep is not None else None,
         since=parse_since(since, time.time()) if since is not None else None,
+        raw=raw,
     )
 
 
@@ -104,6 +95,10 @@ def parse_filters(ranks: str, nodes: str, grep: Optional[str], since: Optional[s
               "log dir's newer run once it starts), until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
 @click.option("--run", "run_name", metavar="NAME",
               help="Read run NAME (a run-... folder) of each log dir, not the latest.")  # fmt: skip
+@click.option("--raw", is_flag=True,
+              help="Print the lines as the logs hold them; by default terminal controls other "
+              "than colour (title, clipboard, cursor moves, C1) show as text like \\x1b, on a "
+              "terminal or not, and a carriage return repeats the prefix.")  # fmt: skip
 def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     dirs: Tuple[Path, ...],
     ranks: str,
@@ -112,6 +107,7 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     since: Optional[str],
     following: bool,
     run_name: Optional[str],
+    raw: bool,
 ) -> int:
     """Print a run's rank logs merged in arrival order, each line prefixed [node K rank R].
 
@@ -119,7 +115,7 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     `malaunch simulate` log dir or run, or a folder of node log dirs; several may be given.
     Default: $MALAUNCH_LOG_DIR, else $MA_LOG_DIR, else ./malaunch-logs.
     """
-    selection = parse_filters(ranks, nodes, grep, since)
+    selection = parse_filters(ranks, nodes, grep, since, raw)
     roots = list(dirs) or [default_log_dir(os.environ)]
     if run_name is not None:
         roots = [pick_run(root, run_name) for root in roots]
@@ -133,16 +129,18 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     else:
         require_runs(roots)
     logs = LogSet(roots, selection)
-    out = Stdout()
     try:
         if following:
             with stop_on_signals() as should_stop:
+                out = Output(console.stdout(), should_stop)
                 follow(logs, out.write, out.flush, should_stop)
+            console.finish(0)  # stopped: what a stalled reader has not taken is given up
         else:
+            out = Output(console.stdout())
             read_once(logs, out.write)
-        out.flush()
+            out.flush()
     except BrokenPipeError:  # `malaunch logs | head`: the reader has all it wanted
-        out.silence()
+        silence_stdout()
     finally:
         logs.close()
     return int(ExitCode.OK)

@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence
 
 import click
 
-from malaunch import __version__, log
+from malaunch import __version__, console, log
 from malaunch.cli.launch import build_launch_command
 from malaunch.cli.options import ENV_PREFIX
 from malaunch.errors import ExitCode, MalaunchError, UsageError
@@ -29,15 +29,21 @@ TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate", "logs", "report
 def setup_logging(debug: bool) -> None:
     """The launcher's own messages: one stderr sink, prefixed so they stand out from workers.
 
-    The sink is installed when the first message is printed (see malaunch.log)."""
+    The sink is installed when the first message is printed (see malaunch.log). It writes
+    through stderr's console stream (:mod:`malaunch.console`), never blocking on a stalled
+    reader: a message waits there, and is dropped only past the stream's reserve."""
     level = "DEBUG" if debug else "INFO"
 
     def configure(real_logger: Any) -> None:
         real_logger.remove()
         # A format *string* cannot call .lower(); loguru accepts a function returning one.
-        real_logger.add(sys.stderr, level=level, format=_log_format)
+        real_logger.add(_to_stderr, level=level, format=_log_format)
 
     log.set_up(level, configure)
+
+
+def _to_stderr(message: str) -> None:
+    console.stderr().write(str(message).encode("utf-8", "backslashreplace"), keep=True)
 
 
 def _log_format(record: Any) -> str:
@@ -112,12 +118,16 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         hint = "the traceback is above" if debug else "rerun with --debug for the traceback"
         message = f"internal error ({what}); {hint}"
         return _fail(message, int(ExitCode.SOFTWARE), debug)
+    finally:
+        # What a stalled console reader has not taken yet (the summary) gets a short grace.
+        console.finish(console.EXIT_GRACE)
 
 
 def _fail(message: str, code: int, debug: bool) -> int:
     if debug:
         traceback.print_exc()
-    click.echo(f"malaunch: error: {log.escape_controls(_one_line(message))}", err=True)
+    line = f"malaunch: error: {log.escape_controls(_one_line(message))}\n"
+    console.stderr().write(line.encode("utf-8", "backslashreplace"), keep=True)
     return code
 
 

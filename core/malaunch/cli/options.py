@@ -155,6 +155,14 @@ def core_options() -> List[click.Parameter]:
             "ranks as spans (0-7) or *.",
         ),
         click.Option(
+            ["--console-raw"],
+            is_flag=True,
+            help="Pass the ranks' terminal controls to the console as they are. By default "
+            "(on a terminal, a pipe or a file) any control but colour (SGR), tab and newline "
+            "shows as text like \\x1b (titles, clipboard writes, cursor moves, C1), and a "
+            "carriage return repeats the line's prefix. Log files always keep the bytes.",
+        ),
+        click.Option(
             ["--tail-lines"],
             type=Integer(0, 10_000),
             default=20,

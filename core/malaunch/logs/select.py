@@ -1,5 +1,5 @@
 """What ``malaunch logs`` shows (``--ranks``, ``--nodes``, ``--grep``, ``--since``) and how a
-line looks: ``[node 0 rank 3] text``."""
+line looks: ``[node 0 rank 3] text``, terminal controls escaped unless ``--raw``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import datetime
 import re
 from typing import Optional, Pattern
 
+from malaunch.console import escape_text
 from malaunch.errors import UsageError
 from malaunch.logs.discover import RankLog
 from malaunch.logs.reader import Block
@@ -62,6 +63,7 @@ class Selection:
     nodes: RankSpec = EVERY
     grep: Optional[Pattern[str]] = None
     since: Optional[float] = None
+    raw: bool = False  # --raw: terminal controls pass through as the log holds them
 
     def wants(self, log: RankLog) -> bool:
         """Whether a log is read at all: its node and rank (a process without a rank, such as
@@ -75,10 +77,19 @@ class Selection:
         out are gone (lines without an arrival time have none to compare with ``--since``)."""
         if self.since is not None and (block.time is None or block.time < self.since):
             return ""
-        prefix = f"[{block.log.label}] "
+        text = block.text
         if self.grep is not None:
             search = self.grep.search
             lines = block.text.split("\n")[:-1]  # text ends with a newline
-            return "".join(f"{prefix}{line}\n" for line in lines if search(line))
+            text = "".join(f"{line}\n" for line in lines if search(line))
+        return self.prefixed(text, f"[{block.log.label}] ")
+
+    def prefixed(self, text: str, prefix: str) -> str:
+        """Lines (``text`` ends with a newline, or is empty) as printed: escaped for a
+        terminal unless raw, each prefixed."""
+        if not text:
+            return ""
+        if not self.raw:
+            text = escape_text(text, prefix)
         # One C-level replace prefixes every line, as the launcher's console relay does.
-        return prefix + block.text[:-1].replace("\n", "\n" + prefix) + "\n"
+        return prefix + text[:-1].replace("\n", "\n" + prefix) + "\n"

@@ -297,6 +297,7 @@ def supervise_nodes(
         tail_lines=values["tail_lines"],
         tail_reader=node_failure_tail,
         run_started=folder.started,
+        console_raw=values["console_raw"],
     )
     return supervise(plan, options)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -187,7 +186,7 @@ class StagedRun:
             nnodes=topology.nnodes,
             rank_of_node=devices[0].rank if devices else None,
             uploads_shared=topology.node_rank == shared_uploader(topology),
-            stream=stream if stream is not None else sys.stderr,
+            stream=stream,  # None: stderr through the console writer (malaunch.progress)
             clock=clock,
         )
         self.sync_interval = sync_interval

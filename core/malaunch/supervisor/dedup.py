@@ -12,7 +12,8 @@ dedup. A folded line's prefix says who printed it: ``[ranks 0-7]`` by default; w
 ``--console-prefix``, the same template, where a field on which the folded processes agree
 keeps its value and one on which they differ shows the span of the values when they are all
 numbers (``{rank}`` -> ``0-7``, ``0-2,4-5``) and ``*`` otherwise (hosts, roles, a missing
-rank). One process's value is never shown as if it were all of theirs.
+rank). One process's value is never shown as if it were all of theirs. Terminal controls are
+escaped as on the plain console (:mod:`malaunch.console.escape`), unless ``--console-raw``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from malaunch.console import escape_bytes
 from malaunch.events import EventLoop, Timer
 from malaunch.models import ProcessSpec
 from malaunch.supervisor.output import (
@@ -64,11 +66,16 @@ class Deduper:
     """Collects lines per window and writes each distinct one once with all its senders."""
 
     def __init__(
-        self, loop: EventLoop, write: Callable[[bytes], None], template: Optional[str] = None
+        self,
+        loop: EventLoop,
+        write: Callable[[bytes], None],
+        template: Optional[str] = None,
+        escape: bool = True,
     ) -> None:
         self.loop = loop
         self.write = write
         self.template = template
+        self.escape = escape  # terminal controls shown as text (not with --console-raw)
         self.order: List[_Pending] = []
         self.latest: Dict[bytes, _Pending] = {}
         self.timer: Optional[Timer] = None
@@ -89,9 +96,14 @@ class Deduper:
             self.timer.cancel()
             self.timer = None
         if self.order:
-            block = b"".join(self._prefix(p.members) + p.line + b"\n" for p in self.order)
+            block = b"".join(self._line(p) for p in self.order)
             self.order, self.latest = [], {}
             self.write(block)
+
+    def _line(self, pending: _Pending) -> bytes:
+        prefix = self._prefix(pending.members)
+        line = escape_bytes(pending.line, prefix) if self.escape else pending.line
+        return prefix + line + b"\n"
 
     def _prefix(self, members: List[Member]) -> bytes:
         if len(members) == 1:

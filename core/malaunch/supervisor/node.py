@@ -16,6 +16,7 @@ import os
 import signal
 from typing import Callable, Dict, List, Optional, Tuple
 
+from malaunch.console import streams as console_streams
 from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
 from malaunch.events import EventLoop
 from malaunch.hang.heartbeat import HeartbeatSocket
@@ -80,8 +81,12 @@ class NodeRun:
         self.link = JobLink(self.loop, options, plan.topology, self.node, self._on_command)
         self.containment = containment
         self.runlog = RunLog(options.log_dir, plan, self.loop.clock.wall(), options.run_started)
+        for stream in console_streams():  # flushed by the loop: a slow reader never blocks it
+            self.loop.add_output(stream)
         self.deduper = (
-            Deduper(self.loop, console, options.console_prefix) if options.console_dedup else None
+            Deduper(self.loop, console, options.console_prefix, not options.console_raw)
+            if options.console_dedup
+            else None
         )
 
     # -- the whole run --------------------------------------------------------------------
@@ -270,7 +275,8 @@ class NodeRun:
         fields = {"node": topology.node_rank, "host": topology.this_node.host}
         if self.deduper is not None:
             return DedupRelay(member(spec, self.options.console_prefix, **fields), self.deduper)
-        return LineRelay(console_prefix(spec, self.options.console_prefix, **fields), self.console)
+        prefix = console_prefix(spec, self.options.console_prefix, **fields)
+        return LineRelay(prefix, self.console, escape=not self.options.console_raw)
 
     def _extra_env(self) -> Dict[str, str]:
         hang = self.options.hang

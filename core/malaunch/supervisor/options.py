@@ -49,7 +49,10 @@ class SuperviseOptions:
 
     ``job``: the job channel of a multi-node job (None: this node is the whole job);
     ``restart``: the job-wide restart policy; ``hang``: hang detection (None: off).
-    ``console`` receives whole-line blocks of prefixed output (default: stdout); ``environ`` is
+    ``console`` receives whole-line blocks of prefixed output (default: stdout's
+    :class:`malaunch.console.ConsoleStream`, which drops console copies rather than block the
+    loop on a stalled reader); ``console_raw``: pass terminal controls through unescaped;
+    ``environ`` is
     the environment the plan's ``env`` is laid over (default: the launcher's own); ``clock``
     times the run and its deadlines (tests inject a virtual one); ``reaper`` starts the
     watchdog process. ``fail_fast=False`` lets the other processes run on after a failure
@@ -89,6 +92,7 @@ class SuperviseOptions:
     tail_reader: TailReader = own_log
     console_prefix: Optional[str] = None
     console_dedup: bool = False
+    console_raw: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
     success_policy: str = ALL_WORKERS

@@ -1,19 +1,21 @@
 """Worker output: which ranks reach the console, and whole-line relaying with a prefix.
 
 Log files get the raw bytes of each process; the console gets a copy of chosen processes with a
-``[rank N]`` prefix. Lines are cut per process and written as whole lines only, so two ranks'
-output can never be split or merged on the console (honcho's ``Printer``, torch's ``TailLog``).
+``[rank N]`` prefix, terminal controls escaped (:mod:`malaunch.console.escape`), through the
+one console writer (:mod:`malaunch.console`), which never blocks the launcher. Lines are cut
+per process and written as whole lines only, so two ranks' output can never be split or merged
+on the console (honcho's ``Printer``, torch's ``TailLog``).
 Everything here works on bytes in large chunks: decoding or logging line by line would make the
 launcher the bottleneck of a chatty job.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import string
 from typing import Callable, Dict, Mapping, Optional
 
+from malaunch.console import escape_bytes, is_plain
 from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
 from malaunch.rankspec import RankSpec, parse_rank_spec
@@ -120,13 +122,28 @@ def check_prefix_template(template: str) -> str:
     return template
 
 
-class LineRelay:
-    """Cuts one process's output into whole lines and prefixes them for the console."""
+def _plain_lines(chunk: bytes, end: int) -> bool:
+    """Whether the complete lines of ``chunk`` (its first ``end`` bytes) hold no control.
+    ASCII is looked at whole, without a copy; otherwise the unfinished tail may end inside a
+    UTF-8 character, so the lines are looked at alone."""
+    whole = end == len(chunk) or chunk.isascii()
+    return is_plain(chunk if whole else chunk[:end])
 
-    def __init__(self, prefix: bytes, write: ConsoleWriter) -> None:
+
+class LineRelay:
+    """Cuts one process's output into whole lines and prefixes them for the console.
+
+    With ``escape`` (the default; ``--console-raw`` turns it off), the lines go through
+    :func:`malaunch.console.escape_bytes` first: terminal controls other than colour show as
+    text, and a carriage return is followed by the prefix again. Output without any control
+    takes the fast path of a single ``bytes.replace``.
+    """
+
+    def __init__(self, prefix: bytes, write: ConsoleWriter, escape: bool = True) -> None:
         self.prefix = prefix
         self.newline_prefix = b"\n" + prefix
         self.write = write
+        self.escape = escape
         self.partial = b""
 
     def feed(self, chunk: bytes) -> None:
@@ -134,6 +151,10 @@ class LineRelay:
         end = chunk.rfind(b"\n") + 1
         if end == 0:
             self._keep(chunk)
+            return
+        if self.escape and not (_plain_lines(chunk, end) and is_plain(self.partial)):
+            self._write_lines(self.partial + chunk[:end])
+            self.partial = chunk[end:]
             return
         # One C-level replace prefixes every line (no Python loop over lines). It also puts a
         # prefix after the last newline, before the unfinished tail: both are cut off the view.
@@ -145,42 +166,16 @@ class LineRelay:
     def flush(self) -> None:
         """At end of output: echo what is left as a final line of its own."""
         if self.partial:
-            self.write(b"".join((self.prefix, self.partial, b"\n")))
+            self._write_lines(self.partial + b"\n")
             self.partial = b""
+
+    def _write_lines(self, lines: bytes) -> None:
+        """Complete lines (ending in a newline), escaped unless raw, each prefixed."""
+        if self.escape:
+            lines = escape_bytes(lines, self.prefix)
+        self.write(self.prefix + lines[:-1].replace(b"\n", self.newline_prefix) + b"\n")
 
     def _keep(self, chunk: bytes) -> None:
         self.partial += chunk
         if len(self.partial) >= MAX_PARTIAL_LINE:  # an overlong line goes out on its own
             self.flush()
-
-
-class FdConsole:
-    """Writes whole-line blocks to a file descriptor (stdout by default).
-
-    A closed console (``malaunch ... | head``) must not stop the job: after the first error the
-    console copy is dropped while the log files stay complete.
-    """
-
-    def __init__(self, fd: int = 1) -> None:
-        self.fd = fd
-        self.broken = False
-
-    def __call__(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view and not self.broken:
-            try:
-                written = os.write(self.fd, view)
-            except BlockingIOError:
-                _wait_writable(self.fd)
-                continue
-            except OSError:
-                self.broken = True
-                return
-            view = view[written:]
-
-
-def _wait_writable(fd: int) -> None:
-    """Block until a non-blocking console accepts more data (a full terminal or pipe)."""
-    import select  # noqa: PLC0415 (rare path)
-
-    select.select([], [fd], [])

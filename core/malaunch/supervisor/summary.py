@@ -170,11 +170,14 @@ def report(
     tail_lines: int = 20,
     finished: Optional[Finished] = None,
     tail_reader: TailReader = own_log,
+    *,
+    console_dropped: int = 0,
 ) -> None:
     """Log the table and write the JSON file; put the failure's last lines up front.
 
     ``finished``: what the ``finish`` hook adds (data staging's ``staging`` record), and its
-    error's code when the job itself succeeded."""
+    error's code when the job itself succeeded. ``console_dropped``: console lines the
+    console writer dropped for a reader that did not keep up (said under the table)."""
     summary = build_summary(outcomes, tail_lines, tail_reader)
     if finished is not None:
         summary.update(finished.summary)
@@ -200,6 +203,12 @@ def report(
         logger.info(f"  hang: {hang.get('reason', '')}; odd ranks: {named}")
     for line in table_lines(last):
         logger.info(f"  {line}")
+    if console_dropped:
+        logger.warning(
+            f"{console_dropped} console line{'s' if console_dropped > 1 else ''} dropped "
+            f"during the run (the console's reader did not keep up); the log files in "
+            f"{log_dir} hold every line"
+        )
     _show_failure(summary.get("first_failure") or summary.get("job_failure"))
 
 

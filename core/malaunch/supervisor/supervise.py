@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from malaunch.log import logger
+from malaunch import console
+from malaunch.log import escape_controls, logger
 from malaunch.models import LaunchPlan
 from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.node import NodeRun
 from malaunch.supervisor.options import Finished, SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
-from malaunch.supervisor.output import FdConsole, parse_console_ranks
+from malaunch.supervisor.output import parse_console_ranks
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.signals import SignalWakeup
 from malaunch.supervisor.summary import report
@@ -40,7 +41,10 @@ def supervise(
     stage-in: 64, 65, 66, 74) when it failed on this node.
     """
     selection = parse_console_ranks(options.console_ranks)
-    console = options.console if options.console is not None else FdConsole()
+    out, err = console.stdout(), console.stderr()  # made now: the loop flushes both
+    for stream in (out, err):
+        stream.hint = f"the log files in {escape_controls(options.log_dir)} hold them"
+    writer = options.console if options.console is not None else out.write
     with SignalWakeup(options.forward_signals) as wakeup:
         containment = Containment.start() if options.containment else Containment()
         reaper = Reaper.start() if options.reaper else Reaper(None)
@@ -52,7 +56,7 @@ def supervise(
             wakeup=wakeup,
             reaper=reaper,
             selection=selection,
-            console=console,
+            console=writer,
             containment=containment,
         )
         try:
@@ -67,9 +71,20 @@ def supervise(
             finished = options.finish(last.launcher_signal)
         try:
             reaper.release()  # it exits while the summary is written
-            report(outcomes, options.log_dir, options.tail_lines, finished, options.tail_reader)
+            dropped = sum(stream.dropped_total for stream in console.streams())
+            report(
+                outcomes,
+                options.log_dir,
+                options.tail_lines,
+                finished,
+                options.tail_reader,
+                console_dropped=dropped,
+            )
         finally:
             reaper.close()
+    # The summary is the last thing shown: a stalled reader gets a short grace for it (the
+    # signal handlers are the default ones again: a SIGTERM now ends the launcher at once).
+    console.drain(console.EXIT_GRACE)
     if last.launch_error is not None:
         raise last.launch_error
     if finished.error is not None:

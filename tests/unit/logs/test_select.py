@@ -84,3 +84,20 @@ def test_since_drops_earlier_blocks_and_those_without_a_time() -> None:
     assert chosen.render(block("x\n", time=10.0)) == "[node 0 rank 1] x\n"
     assert chosen.render(block("x\n", time=9.99)) == ""
     assert chosen.render(block("x\n", time=None)) == ""
+
+
+def test_terminal_controls_show_as_text_unless_raw() -> None:
+    """OSC 52 and a forged launcher line, as `malaunch logs` prints them; --raw keeps them."""
+    text = "\x1b]52;c;aGk=\x07\x1b[31mred\x1b[0m\n50%\rmalaunch: error: forged\n"
+    assert Selection().render(block(text)) == (
+        "[node 0 rank 1] \\x1b]52;c;aGk=\\x07\x1b[31mred\x1b[0m\n"
+        "[node 0 rank 1] 50%\r[node 0 rank 1] malaunch: error: forged\n"
+    )
+    chosen = Selection(grep=compile_grep("forged"))
+    assert chosen.render(block(text)) == (
+        "[node 0 rank 1] 50%\r[node 0 rank 1] malaunch: error: forged\n"
+    )
+    assert Selection(raw=True).render(block(text)) == (
+        "[node 0 rank 1] \x1b]52;c;aGk=\x07\x1b[31mred\x1b[0m\n"
+        "[node 0 rank 1] 50%\rmalaunch: error: forged\n"
+    )

@@ -145,3 +145,23 @@ def test_the_same_fold_in_the_next_window_gets_the_same_prefix() -> None:
             one.feed(b"step %d\n" % step)
         loop.run_once()
     assert out == [b"<0-2> step 0\n", b"<0-2> step 1\n"]
+
+
+def test_folded_and_single_lines_are_escaped_for_the_terminal_unless_raw() -> None:
+    """A folded line's carriage return repeats its folded prefix; controls show as text."""
+    loop = EventLoop(StepClock())
+    out: List[bytes] = []
+    ranks = relays(loop, out, 2)
+    for each in ranks:
+        each.feed(b"\x1b]0;title\x07 50%\r100%\n")
+    ranks[1].feed(b"\x1b[32mok\x1b[0m \x9b2J\n")
+    loop.run_once()
+    assert out == [
+        b"[ranks 0-1] \\x1b]0;title\\x07 50%\r[ranks 0-1] 100%\n"
+        b"[rank 1] \x1b[32mok\x1b[0m \\x9b2J\n"
+    ]
+    raw: List[bytes] = []
+    deduper = Deduper(loop, raw.append, escape=False)
+    relay(deduper, spec("worker", 0, 0)).feed(b"\x1b]0;title\x07\rx\n")
+    loop.run_once()
+    assert raw == [b"[rank 0] \x1b]0;title\x07\rx\n"]

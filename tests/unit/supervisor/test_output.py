@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 from typing import FrozenSet, List, Optional
 
@@ -11,7 +10,6 @@ from jobs import Job
 
 from malaunch.supervisor.output import (
     MAX_PARTIAL_LINE,
-    FdConsole,
     LineRelay,
     console_prefix,
     describe,
@@ -83,25 +81,6 @@ def test_overlong_unfinished_line_goes_out_on_its_own() -> None:
     assert out == []
     relay.feed(b"yy")
     assert out == [b"> " + b"x" * (MAX_PARTIAL_LINE - 1) + b"yy\n"]
-
-
-def test_closed_console_is_dropped_quietly() -> None:
-    read_fd, write_fd = os.pipe()
-    os.close(read_fd)
-    console = FdConsole(write_fd)
-    console(b"line\n")  # EPIPE: SIGPIPE is ignored by Python, the error is swallowed
-    assert console.broken
-    console(b"more\n")
-    os.close(write_fd)
-
-
-def test_console_writes_everything_to_a_pipe() -> None:
-    read_fd, write_fd = os.pipe()
-    console = FdConsole(write_fd)
-    console(b"a\nb\n")
-    os.close(write_fd)
-    assert os.read(read_fd, 100) == b"a\nb\n"
-    os.close(read_fd)
 
 
 @pytest.mark.parametrize("seed", range(5))
