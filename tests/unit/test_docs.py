@@ -103,9 +103,15 @@ def test_every_topology_field_a_plan_reads_is_in_its_table(model: Type[BaseModel
     assert sorted(_table_rows(model.__name__)) == sorted([*model.model_fields, *properties])
 
 
-@pytest.mark.parametrize("model", [DataPaths, Task], ids=lambda m: m.__name__)
-def test_the_models_inside_a_topology_are_described(model: Type[BaseModel]) -> None:
-    row = next(line for line in DOCS.splitlines() if f"a `{model.__name__}`" in line)
+@pytest.mark.parametrize(
+    ("field", "model"),
+    [("data", DataPaths), ("task", Task)],
+    ids=lambda m: getattr(m, "__name__", m),
+)
+def test_the_models_inside_a_topology_are_described(field: str, model: Type[BaseModel]) -> None:
+    rows = _table_rows("Topology")
+    assert field in rows
+    row = next(line for line in DOCS.splitlines() if line.startswith(f"| `{field}` | "))
     assert [name for name in model.model_fields if f"`{name}`" not in row] == []
 
 
@@ -120,6 +126,27 @@ def test_author_kit_is_documented() -> None:
     public += [name for name in _functions(fixtures.__file__) if not name.startswith("_")]
     assert "make_topology" in public and "malaunch_plan" in public and "wait_gone" in public
     missing = [name for name in public if f"`{name}(" not in DOCS and f"`{name}`" not in DOCS]
+    assert missing == []
+
+
+def _call_text(fn: Callable[..., object]) -> str:
+    """``name(a, b, *, c=1)`` as the helpers' table writes it."""
+    parts: List[str] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind == param.KEYWORD_ONLY and "*" not in parts:
+            parts.append("*")
+        default = "" if param.default is param.empty else f"={param.default!r}"
+        parts.append(f"{param.name}{default}")
+    return f"{fn.__name__}({', '.join(parts)})"
+
+
+def test_every_helper_of_the_plugin_api_is_documented_with_its_signature() -> None:
+    from malaunch import api  # noqa: PLC0415 (the module under test)
+
+    helpers = [getattr(api, name) for name in api.__all__]
+    functions = [fn for fn in helpers if inspect.isfunction(fn)]
+    assert len(functions) >= 15
+    missing = [_call_text(fn) for fn in functions if f"| `{_call_text(fn)}` |" not in DOCS]
     assert missing == []
 
 
