@@ -1,15 +1,22 @@
 """Strict click parameter types: integers in ASCII digits within a range, finite durations,
-host names. The CLI's options use them, and framework plugins get them from
-:mod:`malaunch.api` for their own options.
+host names, text and paths that are never empty. The CLI's options use them, and framework
+plugins get them from :mod:`malaunch.api` for their own options.
 
 click's ``INT`` takes whatever ``int()`` takes (``1_0``, Arabic-Indic digits, 5,000 digits) and
 ``FLOAT`` takes ``nan`` and ``inf``; these go through :mod:`malaunch.numbers` instead. A bad value
 fails with click's ``BadParameter``, which the CLI's error boundary turns into one line naming
 the option, or its ``MALAUNCH_`` variable when the value came from there.
+
+An empty value on the command line (``--restart-on ''``) is a slip of the shell (an unset
+variable expanded) more often than a choice: :class:`Text` and :class:`Path` refuse it unless
+the option says what it means (``empty_means``). An empty ``MALAUNCH_`` variable counts as
+unset, as click reads them.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import TYPE_CHECKING, Any, Optional
 
 import click
@@ -97,3 +104,46 @@ class Host(StrType):
             return parse_host(str(value), "")
         except TopologyError:
             self.fail(f"{str(value)!r} is not a host name or address", param, ctx)
+
+
+class Text(StrType):
+    """Text that is not empty, unless ``empty_means`` says what an empty value does."""
+
+    name = "text"
+
+    def __init__(self, empty_means: Optional[str] = None) -> None:
+        self.empty_means = empty_means
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> str:
+        text = str(value)
+        if text == "" and self.empty_means is None:
+            self.fail(EMPTY, param, ctx)
+        return text
+
+
+EMPTY = "expected a value, got an empty string"
+
+
+class Path(click.Path):
+    """click's path, refusing what can name no file: an empty value, or one longer than the
+    system takes (``ENAMETOOLONG``: 255 bytes a name, 4,096 a path on Linux). Checked without
+    opening anything, so a FIFO or a device costs nothing here."""
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> Any:
+        text = os.fsdecode(value) if isinstance(value, (str, bytes, os.PathLike)) else value
+        if text == "":
+            self.fail(EMPTY, param, ctx)
+        if isinstance(text, str):
+            try:
+                os.lstat(text)
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    shown = f"{text[:100]}... ({len(text)} characters)"
+                    self.fail(f"{shown}: {exc.strerror}", param, ctx)
+            except ValueError:  # an embedded NUL: no system call takes it
+                self.fail("a path cannot hold a NUL character", param, ctx)
+        return super().convert(value, param, ctx)

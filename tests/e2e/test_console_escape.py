@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 import pytest
 from consoles import PtyConsole, kill_group
 
-from malaunch.testing import clean_env, malaunch_executable, run_cli
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 PAYLOAD = (
     b"\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;pwned\x07\x1b[31mred\x1b[0m \x1b[2A\x07\xc2\x9b1m\n"
@@ -68,7 +68,7 @@ def test_a_terminal_shows_the_controls_as_text_and_the_log_keeps_the_bytes(
     tmp_path: Path,
 ) -> None:
     assert rank_lines(on_a_terminal(tmp_path)) == ESCAPED
-    assert (tmp_path / "logs" / "worker-0.log").read_bytes() == PAYLOAD
+    assert (run_dir(tmp_path / "logs") / "worker-0.log").read_bytes() == PAYLOAD
 
 
 @pytest.mark.parametrize("how", ["--console-raw", "MALAUNCH_CONSOLE_RAW"])
@@ -78,7 +78,7 @@ def test_console_raw_passes_everything_through(tmp_path: Path, how: str) -> None
     else:
         output = on_a_terminal(tmp_path, env=clean_env({how: "1"}))
     assert rank_lines(output) == RAW
-    assert (tmp_path / "logs" / "worker-0.log").read_bytes() == PAYLOAD
+    assert (run_dir(tmp_path / "logs") / "worker-0.log").read_bytes() == PAYLOAD
 
 
 def test_a_pipe_gets_the_escaped_console_too(tmp_path: Path) -> None:

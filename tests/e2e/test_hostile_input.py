@@ -8,8 +8,11 @@ unusable input file, 69 not ready; never 1, never the catch-all 70), exactly one
 variable, the platform variable, the file or the JSON path), and no traceback anywhere.
 
 Classes: command-line values (core, framework and ``simulate`` options, their environment
-twins, click's own errors), platform environment variables (Volcano, ModelArts, TF PS, Slurm,
-MindX, visible devices, ``RANK_TABLE_FILE`` pointing at special files), JSON variables
+twins, click's own errors: the ranges and meanings of each option here, while the classes of
+bad values, empty, whitespace, huge, negative, other scripts' digits, control characters,
+special files, wrong types, are generated for every option by ``test_hostile_generated.py``),
+platform environment variables (Volcano, ModelArts, TF PS, Slurm, MindX, visible devices,
+``RANK_TABLE_FILE`` pointing at special files), JSON variables
 (``TF_CONFIG``, ``DATASET_MAP``, the legacy ``DATASET_PATH`` literal) and rank tables.
 ``MALAUNCH_CONTEXT`` is read by :mod:`malaunch.context`, not by the command, so it is not here.
 Planning cases use ``--dry-run`` (nothing starts); the rest use ``topology --json`` or
@@ -132,18 +135,10 @@ def simulate(case_id: str, option: str, value: str) -> Case:
     return Case(f"simulate-{case_id}", args, 64, (option,))
 
 
+# Classes of bad values (nan, negative, other scripts' digits, empty, 5,000 digits, ...) are
+# generated for every option by test_hostile_generated.py; these are the ranges.
 BAD_SECONDS = {
-    "nan": "nan",
-    "inf": "inf",
-    "minus-inf": "-inf",
-    "negative": "-1",
-    "1e400": "1e400",
-    "underscore": "1_0",
-    "arabic-digit": AR[3],
-    "empty": "",
     "over-24.8-days": "2200000",
-    "leading-space": " 5",
-    "hex": "0x10",
 }
 DURATIONS = (
     "--grace-period",
@@ -154,15 +149,7 @@ DURATIONS = (
     "--hang-startup-timeout",
 )
 BAD_INTEGERS = {
-    "nan": "nan",
-    "negative": "-1",
-    "underscore": "1_0",
-    "arabic-digit": AR[3],
-    "empty": "",
     "1e9": "1000000000",
-    "5000-digits": HUGE,
-    "plus-sign": "+3",
-    "float": "1.0",
 }
 INTEGERS = ("--nproc-per-node", "--master-port", "--max-restarts", "--job-port")
 # (option, label, value): refused by a local dry run.
@@ -173,21 +160,12 @@ BAD_VALUES = (
     ("--forward-signals", "unknown", "FOO"),
     ("--forward-signals", "SIG_DFL", "SIG_DFL"),
     ("--forward-signals", "number", "9"),
-    ("--forward-signals", "arabic-digit", AR[3]),
     ("--forward-signals", "shell", "$(id)"),
-    ("--restart-backoff", "nan", "nan"),
-    ("--restart-backoff", "inf", "inf"),
-    ("--restart-backoff", "negative", "-1"),
-    ("--restart-backoff", "1e400", "1e400"),
     ("--restart-backoff", "max-below-base", "5:1"),
-    ("--restart-backoff", "empty", ""),
     ("--restart-backoff", "colon", ":"),
     ("--restart-backoff", "three-parts", "1:2:3"),
     ("--restart-backoff", "max-nan", "1:nan"),
-    ("--restart-on", "arabic-digit", AR[3]),
     ("--restart-on", "256", "256"),
-    ("--restart-on", "underscore", "1_0"),
-    ("--restart-on", "negative", "-1"),
     ("--restart-on", "backwards", "9-1"),
     ("--restart-on", "SIG_DFL", "SIG_DFL"),
     ("--restart-on", "comma", ","),
@@ -199,21 +177,14 @@ BAD_VALUES = (
     ("--env", "digit-first", "1A=2"),
     ("--env", "dash", "A-B=1"),
     ("--env", "space", "A B=1"),
-    ("--env", "arabic-digit-first", f"{AR[1]}=1"),
     ("--env", "shell", "$(id)=1"),
     ("--master-addr", "shell", "$(id)"),
     ("--master-addr", "space", "a b"),
-    ("--master-addr", "tab", "a\tb"),
-    ("--master-addr", "control", "a\x01b"),
-    ("--master-addr", "newline", "a\nb"),
-    ("--master-addr", "empty", ""),
     ("--master-addr", "dash-first", "-x"),
     ("--master-addr", "five-numbers", "1.2.3.4.5"),
     ("--master-addr", "256", "256.1.1.1"),
     ("--master-addr", "with-port", "host:80"),
-    ("--master-addr", "300-chars", "a" * 300),
     ("--master-addr", "ipv6-with-port", "[fe80::1]:22"),
-    ("--master-addr", "arabic-digits", f"{AR[1]}.{AR[2]}"),
     ("--master-addr", "empty-label", "a..b"),
     ("--master-addr", "semicolon", "a;rm -rf /"),
     ("--master-addr", "bad-ipv6", "zz::1"),
@@ -245,36 +216,17 @@ FRAMEWORK_OPTIONS = (
     ("torch_ddp", "--torch-mode", "unknown", "x"),
 )
 TWINS = (
-    ("MALAUNCH_GRACE_PERIOD", "nan", "nan"),
-    ("MALAUNCH_WAIT_TIMEOUT", "inf", "inf"),
-    ("MALAUNCH_MIN_UPTIME", "1e400", "1e400"),
     ("MALAUNCH_HEARTBEAT_TIMEOUT", "0", "0"),
-    ("MALAUNCH_HANG_TIMEOUT", "nan", "nan"),
-    ("MALAUNCH_NPROC_PER_NODE", "underscore", "1_0"),
     ("MALAUNCH_NPROC_PER_NODE", "1e9", "1000000000"),
-    ("MALAUNCH_MASTER_ADDR", "shell", "$(id)"),
-    ("MALAUNCH_MASTER_PORT", "arabic-digit", AR[3]),
-    ("MALAUNCH_MAX_RESTARTS", "negative", "-1"),
     ("MALAUNCH_JOB_PORT", "0", "0"),
-    ("MALAUNCH_HANG_STACKS", "unknown", "x"),
-    ("MALAUNCH_JOB_CHANNEL", "maybe", "maybe"),
     ("MALAUNCH_LOG_DIR", "a-file", "/etc/passwd"),
 )
 SIMULATE_OPTIONS = (
-    ("--nodes", "arabic-digit", AR[3]),
     ("--nodes", "0", "0"),
     ("--nodes", "1025", "1025"),
-    ("--nodes", "underscore", "1_0"),
-    ("--nodes", "5000-digits", HUGE),
-    ("--ranktable-delay", "nan", "nan"),
-    ("--ranktable-delay", "inf", "inf"),
-    ("--ranktable-delay", "negative", "-1"),
-    ("--ranktable-delay", "arabic-digit", AR[3]),
     ("--first-device-id", "16", "16"),
     ("--num-ps", "0", "0"),
     ("--nproc-per-node", "1e8", "100000000"),
-    ("--platform", "unknown", "nosuch"),
-    ("--grace-period", "nan", "nan"),
 )
 
 BAD_PREFIXES = {

@@ -106,4 +106,4 @@ def test_python_dash_m_malaunch_is_the_same_command(tmp_path: Path) -> None:
     assert listed.stdout == run_cli(["plugins"], cwd=tmp_path).stdout
     missing = module("--framework", "nope", "--", "true")
     assert missing.returncode == 78
-    assert missing.stderr.startswith("malaunch: error: unknown framework 'nope'")
+    assert missing.stderr.startswith("malaunch: error: --framework: unknown framework 'nope'")

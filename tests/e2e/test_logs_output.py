@@ -17,7 +17,7 @@ from typing import List
 
 import pytest
 
-from malaunch.testing import clean_env, malaunch_executable, run_cli
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 CHATTY = "import os\nfor i in range(30000):\n    print('line %d ' % i + '.' * 90)\n"
 
@@ -30,7 +30,7 @@ def big_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--console-ranks", "none", "--log-dir", str(tmp_path / "logs"),
             "--", sys.executable, "-c", CHATTY]  # fmt: skip
     assert run_cli(args, cwd=tmp_path).code == 0
-    return tmp_path / "logs"
+    return run_dir(tmp_path / "logs")  # the run folder itself: nothing said about which run
 
 
 def start_unread(args: List[str], cwd: Path) -> subprocess.Popen[bytes]:

@@ -112,7 +112,9 @@ def test_disabled_by_name(tmp_path: Path) -> None:
     assert not {"echo", "static-file"} & {row["name"] for row in listed}
     result = run_cli(["--framework", "echo", "--dry-run", "--", "true"], env=env)
     assert result.code == 78
-    assert result.stderr.startswith("malaunch: error: unknown framework 'echo' (installed: ")
+    assert result.stderr.startswith(
+        "malaunch: error: --framework: unknown framework 'echo' (installed: "
+    )
 
 
 DUPLICATE = """\

@@ -165,7 +165,7 @@ def test_local_when_nothing_is_set(base: Dict[str, str]) -> None:
             {},
             ["--topology", "nonesuch"],
             78,
-            "unknown topology source 'nonesuch' (installed: {installed}, or auto)",
+            "--topology: unknown topology source 'nonesuch' (installed: {installed}, or auto)",
         ),
     ],
 )

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
+from malaunch.cli.command import Command, about
 from malaunch.cli.options import ENV_PREFIX, core_options, parse_env_pairs
 from malaunch.cpus.bind import CpuBinder, CpuBindRequest
 from malaunch.cpus.cpulist import parse_cpu_bind
@@ -27,7 +28,7 @@ from malaunch.job.settings import JobSettings, job_settings
 from malaunch.job.success import success_policy
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions, Topology
-from malaunch.pipeline import locate, plan_topology, warn_about_missing_data
+from malaunch.pipeline import AUTO, locate, plan_topology, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
@@ -78,7 +79,11 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
     command: Tuple[str, ...] = params.pop("command")
     framework: str = params.pop("framework")
     framework_values = _split_framework_values(plugins, framework, params, ctx)
-    plugins.framework(framework)  # unknown name -> exit 78 before any topology work
+    with about("--framework"):
+        plugins.framework(framework)  # unknown name -> exit 78 before any topology work
+    if params["topology"] != AUTO:
+        with about("--topology"):
+            plugins.source(params["topology"])
     if not command:
         msg = "no command given: malaunch --framework NAME [OPTIONS] -- COMMAND [ARG...]"
         raise UsageError(msg)
@@ -337,7 +342,7 @@ def build_launch_command(plugins: PluginSet) -> click.Command:
             raise UsageError(msg)
         return _launch(plugins, ctx, values)
 
-    return click.Command(
+    return Command(
         "malaunch",
         params=params,
         callback=callback,

@@ -19,12 +19,15 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 import click
 
 from malaunch import console
+from malaunch.cli.command import Command
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs
 from malaunch.logs.follow import Output, follow, read_once
 from malaunch.logs.merge import LogSet
 from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_since
+from malaunch.params import Path as ParamPath
+from malaunch.params import Text
 from malaunch.rankspec import parse_rank_spec
 from malaunch.supervisor.runs import pick_run
 
@@ -72,10 +75,11 @@ def parse_filters(
     )
 
 
-@click.command("logs")
-@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=click.Path(path_type=Path))
+@click.command("logs", cls=Command)
+@click.argument("dirs", nargs=-1, metavar="[DIR]...", type=ParamPath(path_type=Path))
 @click.option(
     "--ranks",
+    type=Text(),
     default="all",
     show_default=True,
     metavar="SPEC",
@@ -83,17 +87,22 @@ def parse_filters(
 )
 @click.option(
     "--nodes",
+    type=Text(),
     default="all",
     show_default=True,
     metavar="SPEC",
     help="Nodes to show: all, or node ranks like 0,2-3.",
 )
-@click.option("--grep", metavar="REGEX", help="Only lines this Python regular expression finds.")
-@click.option("--since", metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}.")
-@click.option("-f", "--follow", "following", is_flag=True,
+@click.option(
+    "--grep", type=Text(), metavar="REGEX", help="Only lines this Python regular expression finds."
+)
+@click.option(
+    "--since", type=Text(), metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}."
+)
+@click.option("-f", "--follow", "following", envvar="MALAUNCH_LOGS_FOLLOW", is_flag=True,
               help="Then print new lines as they come (new files, nodes and attempts too; a "
               "log dir's newer run once it starts), until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
-@click.option("--run", "run_name", metavar="NAME",
+@click.option("--run", "run_name", type=Text(), metavar="NAME",
               help="Read run NAME (a run-... folder) of each log dir, not the latest.")  # fmt: skip
 @click.option("--raw", is_flag=True,
               help="Print the lines as the logs hold them; by default terminal controls other "

@@ -18,8 +18,8 @@ from typing import Any, List, Optional, Sequence
 import click
 
 from malaunch import __version__, console, log
+from malaunch.cli.command import envvar_name
 from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import ENV_PREFIX
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
 
@@ -54,8 +54,17 @@ def _log_format(record: Any) -> str:
 
 
 def _wants_debug(args: Sequence[str]) -> bool:
+    """``--debug`` or ``MALAUNCH_DEBUG``, read before click parses (the error boundary needs
+    it first). The variable is read as click reads it: ``no`` and ``off`` are false, and a value
+    click refuses is false here too, so that its one-line refusal comes without a traceback."""
     head = args[: args.index("--")] if "--" in args else args
-    return "--debug" in head or os.environ.get("MALAUNCH_DEBUG", "") not in ("", "0", "false")
+    if "--debug" in head:
+        return True
+    value = os.environ.get("MALAUNCH_DEBUG", "")
+    try:
+        return bool(value) and bool(click.BOOL.convert(value, None, None))
+    except click.BadParameter:
+        return False
 
 
 def _run(args: List[str]) -> int:
@@ -157,20 +166,9 @@ def _culprit(param: click.Parameter, ctx: Optional[click.Context]) -> str:
     name = param.name or ""
     source = ctx.get_parameter_source(name) if ctx is not None and name else None
     if source is click.core.ParameterSource.ENVIRONMENT:
-        return _envvar(param, ctx)
+        return envvar_name(param, ctx)
     flags = [flag for flag in param.opts if flag.startswith("--")]
     return flags[0] if flags else (param.human_readable_name or name)
-
-
-def _envvar(param: click.Parameter, ctx: Optional[click.Context]) -> str:
-    """The variable click read: a tool command's are ``MALAUNCH_<COMMAND>_<OPTION>`` (click
-    adds the command's name to ``auto_envvar_prefix``)."""
-    if isinstance(param.envvar, str):
-        return param.envvar
-    if param.envvar:
-        return str(param.envvar[0])
-    prefix = ctx.auto_envvar_prefix if ctx is not None else None
-    return f"{prefix or ENV_PREFIX}_{(param.name or '').upper()}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -18,7 +18,7 @@ from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
 from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Host, Integer, Seconds, port
+from malaunch.params import EMPTY, Host, Integer, Path, Seconds, Text, port
 from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
 from malaunch.staging.parse import parse_pairs
@@ -57,14 +57,19 @@ class Checked(StrType):
     error boundary prints naming the option or the ``MALAUNCH_`` variable the value came from.
     """
 
-    def __init__(self, name: str, check: Callable[[str], object]) -> None:
+    def __init__(
+        self, name: str, check: Callable[[str], object], empty_means: Optional[str] = None
+    ) -> None:
         self.name = name
         self.check = check
+        self.empty_means = empty_means
 
     def convert(
         self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
     ) -> str:
         text = str(value)
+        if text == "" and self.empty_means is None:
+            self.fail(EMPTY, param, ctx)
         try:
             self.check(text)
         except UsageError as exc:
@@ -75,9 +80,12 @@ class Checked(StrType):
 def core_options() -> List[click.Parameter]:
     """The launch command's own options, fresh objects each call; the command argument last."""
     return [
-        click.Option(["--framework"], metavar="NAME", help="Framework plugin to launch with."),
+        click.Option(
+            ["--framework"], type=Text(), metavar="NAME", help="Framework plugin to launch with."
+        ),
         click.Option(
             ["--topology"],
+            type=Text(),
             default=AUTO,
             show_default=True,
             metavar="SOURCE",
@@ -122,7 +130,10 @@ def core_options() -> List[click.Parameter]:
             help="Seconds to wait for a rank table or peers to become ready.",
         ),
         click.Option(
-            ["--conda-env"], metavar="NAME|PATH", help="Run `python` from this conda env."
+            ["--conda-env"],
+            type=Path(),  # a name or a directory; either must be one the system takes
+            metavar="NAME|PATH",
+            help="Run `python` from this conda env.",
         ),
         click.Option(
             ["--env"],
@@ -141,7 +152,7 @@ def core_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--console-prefix"],
-            type=Checked("template", check_prefix_template),
+            type=Checked("template", check_prefix_template, empty_means="no prefix"),
             metavar="TEMPLATE",
             help="Console prefix from {node}, {host}, {rank}, {local_rank}, {role} (text; "
             "a width such as {rank:>3} at most 64), e.g. '[{host} {rank}] ' "
@@ -195,7 +206,7 @@ def run_folder_options() -> List[click.Parameter]:
     return [
         click.Option(
             ["--log-dir"],
-            type=click.Path(file_okay=False),
+            type=Path(file_okay=False),
             help="Each launch writes its per-rank logs and summary to a folder of its own "
             "there, run-<UTC time>-<id>/; `latest` names the newest "
             "[default: $MA_LOG_DIR or ./malaunch-logs]",
@@ -253,6 +264,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--job-secret"],
+            type=Text(empty_means="no secret"),
             default="",
             metavar="TEXT",
             help="Mixed into the job channel's token (set the same on every node).",
@@ -321,7 +333,7 @@ def staging_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--path-mapping"],
-            type=click.Path(dir_okay=False, readable=False),  # the reader says 66, not 64
+            type=Path(dir_okay=False, readable=False),  # the reader says 66, not 64
             metavar="FILE",
             help="X2MindSpore's path_mapping_config.py (read, never run), or its input and "
             "output tables as JSON or TOML.",
@@ -352,13 +364,14 @@ def cpu_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--npu-smi"],
+            type=Path(dir_okay=False),
             metavar="PATH",
             help="The npu-smi that --cpu-bind numa asks for Ascend NPUs' CPU affinity "
             "[default: npu-smi on PATH]",
         ),
         click.Option(
             ["--sysfs-root"],
-            type=click.Path(file_okay=False),
+            type=Path(file_okay=False),
             default="/",
             show_default=True,
             metavar="DIR",

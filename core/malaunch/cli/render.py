@@ -14,11 +14,12 @@ from typing import Any, List, Mapping, Sequence, Tuple
 
 import click
 
+from malaunch.cli.command import Command, about
 from malaunch.cli.launch import build_launch_command
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
-from malaunch.params import Integer, port
+from malaunch.params import Integer, Text, port
 from malaunch.plugins import load_plugins
 from malaunch.render.ascend import ACCELERATOR_TYPES
 from malaunch.render.manifests import render, to_yaml
@@ -28,7 +29,8 @@ HELP = """Print the Kubernetes manifests of a job whose containers start malaunc
 
 TARGET is volcano (Volcano Job), pytorchjob (Kubeflow PyTorchJob), ascendjob (MindX AscendJob)
 or tfjob (Kubeflow TFJob). Each pod's container runs `malaunch <options> -- COMMAND` with the
-launcher options given here (--framework, --nproc-per-node, --grace-period, ...). Volcano's
+launcher options given here (--framework, --nproc-per-node, --grace-period, ...); the
+framework must be installed here too, as its options are read from its plugin. Volcano's
 policies restart the job on exit 69 and stop it on 64, 65, 66 and 78. Pipe the output to
 `kubectl apply -f -`.
 """
@@ -44,19 +46,26 @@ def render_options() -> List[click.Parameter]:
             ["--nodes"], type=Integer(1, MAX_NODES),
             help="Pods that run training processes (tensorflow_ps: worker tasks).  [required]",
         ),
-        click.Option(["--image"], help="Container image with malaunch installed.  [required]"),
-        click.Option(["--name"], help="Job name [default: malaunch-<framework>]."),
-        click.Option(["--namespace"], help="Kubernetes namespace [default: kubectl's]."),
+        click.Option(
+            ["--image"], type=Text(), help="Container image with malaunch installed.  [required]"
+        ),
+        click.Option(["--name"], type=Text(), help="Job name [default: malaunch-<framework>]."),
+        click.Option(
+            ["--namespace"], type=Text(), help="Kubernetes namespace [default: kubectl's]."
+        ),
         click.Option(
             ["--num-ps"], type=Integer(1, 1024), default=1, show_default=True,
             help="[tensorflow_ps] parameter-server tasks.",
         ),
         click.Option(
-            ["--accelerator"], metavar="RESOURCE",
+            ["--accelerator"], type=Text(), metavar="RESOURCE",
             help="Extended resource each training pod requests --nproc-per-node of "
             "(nvidia.com/gpu) [default: none; ascendjob: huawei.com/Ascend910].",
         ),
-        click.Option(["--queue"], help="Volcano queue [default: the cluster's default queue]."),
+        click.Option(
+            ["--queue"], type=Text(),
+            help="Volcano queue [default: the cluster's default queue].",
+        ),
         click.Option(
             ["--platform-restarts"], type=Integer(0, 1000), default=2, show_default=True,
             help="[volcano] times Volcano may restart the whole job (on exit 69 or an evicted "
@@ -130,7 +139,8 @@ def _written(
 
 def build_command(environ: Mapping[str, str]) -> click.Command:
     """``render`` with its own options plus every option of the launch command."""
-    launch = build_launch_command(load_plugins(environ))
+    plugins = load_plugins(environ)
+    launch = build_launch_command(plugins)
     own = render_options()
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the job.
@@ -142,12 +152,16 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
 
     def callback(**values: Any) -> int:
         ctx = click.get_current_context()
+        if values.get("framework"):
+            # The containers would exit 78 on an unknown name; its options are read from here.
+            with about("--framework"):
+                plugins.framework(values["framework"])
         refuse_pod_options(ctx)
         request = make_request(values, _written(ctx, forwarded, values))
         click.echo(to_yaml(render(request)), nl=False)
         return 0
 
-    return click.Command(
+    return Command(
         "render",
         params=[target, *own, *forwarded, *arguments],
         callback=callback,

@@ -11,18 +11,21 @@ from typing import Optional
 
 import click
 
+from malaunch.cli.command import Command
 from malaunch.cli.logs import default_log_dir
 from malaunch.errors import UsageError
+from malaunch.params import Path as ParamPath
 from malaunch.supervisor.runs import pick_run
 
 
-@click.command("report")
-@click.argument("directory", metavar="[DIR]", required=False, type=click.Path(path_type=Path))
+@click.command("report", cls=Command)
+@click.argument("directory", metavar="[DIR]", required=False, type=ParamPath(path_type=Path))
 @click.option(
     "--html",
     "out",
+    envvar="MALAUNCH_REPORT_HTML",  # named after the option, as every twin
     metavar="OUT",
-    type=click.Path(readable=False, path_type=Path),  # written, never read
+    type=ParamPath(readable=False, path_type=Path),  # written, never read
     help="Write the page to OUT (one file: inline CSS and SVG, nothing fetched).  [required]",
 )
 @click.option(

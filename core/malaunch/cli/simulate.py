@@ -10,16 +10,19 @@ reads like the platform's own start command.
 
 from __future__ import annotations
 
+from pathlib import Path as FsPath
 from typing import Any, Dict, List, Mapping, Sequence
 
 import click
 
+from malaunch.cli.command import Command
 from malaunch.cli.launch import build_launch_command
 from malaunch.cli.options import keep_runs_option
 from malaunch.errors import UsageError
+from malaunch.files import check_directory
 from malaunch.log import logger
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Seconds
+from malaunch.params import Integer, Path, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS, PS_PLATFORM, default_platform
 from malaunch.simulate.run import run
@@ -59,7 +62,7 @@ def simulate_options() -> List[click.Parameter]:
             "--nproc-per-node of each node launcher (volcano).",
         ),
         click.Option(
-            ["--log-dir"], type=click.Path(file_okay=False), default="malaunch-logs",
+            ["--log-dir"], type=Path(file_okay=False), default="malaunch-logs",
             show_default=True,
             help="Each simulation's run folder goes there, run-<UTC time>-<id>/: node-<k>.log, "
             "node-<k>/ (each node launcher's --log-dir) and the summary.",
@@ -92,7 +95,7 @@ def simulate_options() -> List[click.Parameter]:
             help="[modelarts] physical id of each node's first NPU in the rank table.",
         ),
         click.Option(
-            ["--platform-dir"], type=click.Path(file_okay=False),
+            ["--platform-dir"], type=Path(file_okay=False),
             help="Keep the nodes' platform files (mounts, rank tables, data dirs) here "
             "[default: a temporary directory, removed at the end].",
         ),
@@ -149,7 +152,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
         ctx = click.get_current_context()
         return run(request(values, launcher_tokens(ctx, forwarded, values)), environ)
 
-    return click.Command(
+    return Command(
         "simulate",
         params=[*own, *forwarded, *arguments],
         callback=callback,
@@ -179,7 +182,19 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if values["chief"] and platform != PS_PLATFORM:
         msg = f"--chief: only --platform {PS_PLATFORM} has a chief task (not {platform})"
         raise UsageError(msg)
+    if values.get("platform_dir"):
+        check_platform_dir(values["platform_dir"])
     return {**values, "platform": platform, "command": command, "launcher_tokens": tokens}
+
+
+def check_platform_dir(given: str) -> None:
+    """UsageError (64) naming ``--platform-dir`` when its folder cannot be made or written:
+    the nodes' files are written there before anything starts (print-only runs too)."""
+    try:
+        check_directory(FsPath(given).absolute(), create=True)
+    except OSError as exc:
+        msg = f"--platform-dir {given}: cannot create the directory: {exc.strerror or exc}"
+        raise UsageError(msg) from exc
 
 
 def main(args: Sequence[str], environ: Mapping[str, str]) -> int:

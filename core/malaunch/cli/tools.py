@@ -13,18 +13,21 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from malaunch.cli.command import Group, about
 from malaunch.cli.logs import logs_command
 from malaunch.cli.report import report_command
 from malaunch.models import ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Seconds
+from malaunch.params import Integer, Seconds, Text
+from malaunch.params import Path as ParamPath
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source
 
 
 @click.group(
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"}
+    cls=Group,
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "MALAUNCH"},
 )
 def tools() -> None:
     """malaunch's commands besides launching."""
@@ -58,7 +61,13 @@ def plugin_rows(plugins: PluginSet) -> List[Dict[str, Any]]:
 
 
 @tools.command("plugins")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--json",
+    "as_json",
+    envvar="MALAUNCH_PLUGINS_JSON",  # the twin is named after the option, not its parameter
+    is_flag=True,
+    help="Print JSON instead of a table.",
+)
 def plugins_command(as_json: bool) -> None:
     """Installed frameworks and topology sources, with package and version."""
     rows = plugin_rows(load_plugins(os.environ))
@@ -109,11 +118,25 @@ def render_topology(topology: Topology) -> str:
 
 
 @tools.command("topology")
-@click.option("--topology", "source", default=AUTO, show_default=True, metavar="SOURCE")
+@click.option(
+    "--topology",
+    "source",
+    envvar="MALAUNCH_TOPOLOGY_TOPOLOGY",  # named after the option, as every twin
+    type=Text(),
+    default=AUTO,
+    show_default=True,
+    metavar="SOURCE",
+)
 @click.option("--nproc-per-node", type=Integer(1, MAX_LOCAL_PROCESSES))
 @click.option("--wait-timeout", type=Seconds(), default=0.0, show_default=True)
-@click.option("--log-dir", type=click.Path(file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the topology as JSON.")
+@click.option("--log-dir", type=ParamPath(file_okay=False))
+@click.option(
+    "--json",
+    "as_json",
+    envvar="MALAUNCH_TOPOLOGY_JSON",
+    is_flag=True,
+    help="Print the topology as JSON.",
+)
 def topology_command(
     source: str,
     nproc_per_node: Optional[int],
@@ -127,6 +150,9 @@ def topology_command(
     options = ResolveOptions(
         nproc_per_node=nproc_per_node, wait_timeout=wait_timeout, log_dir=str(directory)
     )
+    if source != AUTO:
+        with about("--topology"):
+            plugins.source(source)
     topology = resolve_topology(plugins, os.environ, source, options)
     warn_about_missing_data(topology)
     if as_json:
@@ -145,27 +171,31 @@ def ranktable_group() -> None:
 
 
 @ranktable_group.command("validate")
-@click.argument("path", type=click.Path(readable=False, path_type=Path))
+@click.argument("path", type=ParamPath(readable=False, path_type=Path))
 def ranktable_validate(path: Path) -> None:
     """Check FILE and print what it describes."""
     click.echo(source.describe_file(path))
 
 
 @ranktable_group.command("convert")
-@click.argument("source_file", metavar="SOURCE", type=click.Path(readable=False, path_type=Path))
-@click.argument("target", type=click.Path(readable=False, path_type=Path))
+@click.argument("source_file", metavar="SOURCE", type=ParamPath(readable=False, path_type=Path))
+@click.argument("target", type=ParamPath(readable=False, path_type=Path))
 def ranktable_convert(source_file: Path, target: Path) -> None:
     """Write the template-1 (v1.0) equivalent of SOURCE to TARGET."""
     click.echo(source.convert_file(source_file, target))
 
 
 @ranktable_group.command("generate")
-@click.argument("out", type=click.Path(readable=False, path_type=Path))
-@click.option("--devices", default="0-7", show_default=True, help="0-7, 0,1,2,3 or [0,8).")
-@click.option("--server-id", help="Default: this host's IP, as hccl_tools.py finds it.")
+@click.argument("out", type=ParamPath(readable=False, path_type=Path))
+@click.option(
+    "--devices", type=Text(), default="0-7", show_default=True, help="0-7, 0,1,2,3 or [0,8)."
+)
+@click.option(
+    "--server-id", type=Text(), help="Default: this host's IP, as hccl_tools.py finds it."
+)
 @click.option(
     "--hccn-conf",
-    type=click.Path(readable=False, path_type=Path),
+    type=ParamPath(readable=False, path_type=Path),
     default="/etc/hccn.conf",
     show_default=True,
 )

@@ -31,6 +31,7 @@ from malaunch.log import logger
 from malaunch.progress import Waiting
 
 CONNECT_TIMEOUT = 2.0
+MIN_STEP = 0.1  # the shortest connect or read of the handshake, even past the deadline
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s between attempts
 RECV_CHUNK = 65536
 
@@ -76,7 +77,7 @@ class ChannelClient:
         try:
             while not interrupted():
                 try:
-                    self.sock = self._handshake()
+                    self.sock = self._handshake(deadline)
                     break
                 except (OSError, ProtocolError, ValueError) as exc:
                     last_error = str(exc) or type(exc).__name__
@@ -114,13 +115,15 @@ class ChannelClient:
         logger.debug(f"job channel: node {settings.node_rank} joined node 0 at {where}")
         self._dispatch(b"")  # commands that came in the same packet as the welcome
 
-    def _handshake(self) -> socket.socket:
+    def _handshake(self, deadline: float) -> socket.socket:
+        """One connection and authentication, given up at ``deadline`` (``time.monotonic``):
+        a node 0 that does not answer, or answers slowly, must not stretch --wait-timeout."""
         settings = self.settings
-        sock = socket.create_connection((settings.host, settings.port), timeout=CONNECT_TIMEOUT)
+        budget = _budget(deadline, CONNECT_TIMEOUT)
+        sock = socket.create_connection((settings.host, settings.port), timeout=budget)
         try:
-            sock.settimeout(SEND_TIMEOUT)
             reader = LineReader()
-            challenge = _next_message(sock, reader)
+            challenge = _next_message(sock, reader, deadline)
             nonce = challenge.get("nonce")
             if challenge.get("t") != "challenge" or not isinstance(nonce, str):
                 msg = f"not a malaunch job channel (got {challenge.get('t')!r})"
@@ -129,7 +132,7 @@ class ChannelClient:
             answer = proof(settings.token, nonce, node)
             send(sock, {"t": "hello", "node": node, "proof": answer, "nonce": ours})
             try:
-                welcome = _next_message(sock, reader)
+                welcome = _next_message(sock, reader, deadline)
             except ConnectionError as exc:
                 msg = (
                     "node 0 closed the connection: another job's launcher, or the nodes "
@@ -150,6 +153,7 @@ class ChannelClient:
                 )
                 raise AuthenticationFailed(msg)
             self.reader = reader
+            sock.settimeout(SEND_TIMEOUT)
             return sock
         except BaseException:
             sock.close()
@@ -228,9 +232,18 @@ class ChannelClient:
         self._close()
 
 
-def _next_message(sock: socket.socket, reader: LineReader) -> Message:
-    """Block (up to the socket's timeout) for one message during the handshake."""
+def _budget(deadline: float, most: float) -> float:
+    """Seconds one blocking step of the handshake may take: what is left before
+    ``deadline``, at most ``most``; a short minimum, so that ``--wait-timeout 0`` still makes
+    one attempt."""
+    return min(most, max(MIN_STEP, deadline - time.monotonic()))
+
+
+def _next_message(sock: socket.socket, reader: LineReader, deadline: float) -> Message:
+    """Block for one message during the handshake, until ``deadline`` at the latest (a
+    server that sends a byte now and then cannot keep this node waiting)."""
     while True:
+        sock.settimeout(_budget(deadline, SEND_TIMEOUT))
         data = sock.recv(RECV_CHUNK)
         if not data:
             msg = "connection closed"

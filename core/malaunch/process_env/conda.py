@@ -88,6 +88,15 @@ def find_conda_env(environ: Mapping[str, str], conda_env: Optional[str]) -> Opti
         value, origin = environ[NAME_VAR], NAME_VAR
     else:
         return None
+    try:
+        return _find(value, origin, environ)
+    except OSError as exc:  # a name or path the system refuses: too long, a loop of links
+        shown = value if len(value) <= 100 else f"{value[:60]}... ({len(value)} characters)"
+        msg = f"conda env {shown!r} (from {origin}): {exc.strerror or exc}"
+        raise MissingInputError(msg) from exc
+
+
+def _find(value: str, origin: str, environ: Mapping[str, str]) -> CondaEnv:
     if _is_path(value):
         prefix = _as_dir(value, environ)
         if not prefix.is_dir():

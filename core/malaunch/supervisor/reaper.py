@@ -55,6 +55,8 @@ if not done:
             try:
                 os.rmdir(cgroup)
                 break
+            except FileNotFoundError:  # the launcher removed it already: nothing to wait for
+                break
             except OSError:
                 time.sleep(0.01)
     for pgid in groups:

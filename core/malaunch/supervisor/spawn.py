@@ -27,6 +27,7 @@ from malaunch.events import Clock
 from malaunch.models import ProcessSpec
 from malaunch.supervisor.containment import join_cgroup
 from malaunch.supervisor.output import LineRelay, describe
+from malaunch.supervisor.preflight import limits_for_children, restore_limits_in_child
 
 PR_SET_PDEATHSIG = 1
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # the constant appeared in Python 3.10
@@ -84,10 +85,13 @@ def make_child_setup(
     PDEATHSIG fires when the *thread* that forked exits, which is why the supervisor spawns
     from the main thread. The handlers the launcher installed are reset before the signal mask
     is restored, so a signal forwarded before exec kills the child instead of being swallowed.
-    With ``cgroup_procs`` the child joins the job's cgroup before it can start anything.
+    With ``cgroup_procs`` the child joins the job's cgroup before it can start anything. The
+    open-files limit the launcher raised for itself is set back to the one it found
+    (:mod:`malaunch.supervisor.preflight`).
     """
     reset = tuple(reset)
     mask = tuple(mask)
+    limits = limits_for_children()
 
     def setup() -> None:
         if _PRCTL is not None:
@@ -95,6 +99,7 @@ def make_child_setup(
         if os.getppid() != parent_pid:  # the launcher died before PDEATHSIG was armed
             os._exit(1)
         join_cgroup(cgroup_procs)
+        restore_limits_in_child(limits)
         for signum in reset:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)

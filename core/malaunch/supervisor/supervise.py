@@ -19,6 +19,7 @@ from malaunch.supervisor.node import NodeRun
 from malaunch.supervisor.options import Finished, SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import parse_console_ranks
+from malaunch.supervisor.preflight import check_open_files
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.signals import SignalWakeup
 from malaunch.supervisor.summary import report
@@ -36,11 +37,16 @@ def supervise(
     ``replan(attempt, master_port)`` builds the plan of restart ``attempt`` (1, 2, ...),
     re-reading the topology, with the fresh rendezvous port node 0 chose (or None); without it
     a restart runs the same plan again. Raises LaunchError (71) when a process cannot be
-    started, after stopping those that were, PeerError (69) when the job's other node
-    launchers did not join in time, and the error of ``options.prepare`` (data staging's
-    stage-in: 64, 65, 66, 74) when it failed on this node.
+    started, after stopping those that were, or before starting any when the open-files
+    limit cannot hold them all (:func:`~malaunch.supervisor.preflight.check_open_files`);
+    PeerError (69) when the job's other node launchers did not join in time; and the error
+    of ``options.prepare`` (data staging's stage-in: 64, 65, 66, 74) when it failed on this
+    node.
     """
     selection = parse_console_ranks(options.console_ranks)
+    job = options.job
+    peers = job.nnodes - 1 if job is not None and job.serves else 0
+    check_open_files(len(plan.processes), peers, hang=options.hang is not None)
     out, err = console.stdout(), console.stderr()  # made now: the loop flushes both
     for stream in (out, err):
         stream.hint = f"the log files in {escape_controls(options.log_dir)} hold them"

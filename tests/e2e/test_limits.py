@@ -1,0 +1,157 @@
+"""Limits the launcher meets (issue 18, point 9): the open-files limit and ``--wait-timeout``.
+
+The open-files tests lower ``RLIMIT_NOFILE`` in the launcher's own process (``preexec_fn``),
+as a container's ``nofile`` ulimit would, and run the installed ``malaunch``. The wait tests
+run a node whose peers never come, and a node 0 that accepts the connection but never
+answers, and check that the launcher gives up at ``--wait-timeout``, not seconds later.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+
+import pytest
+
+from malaunch.testing import clean_env, malaunch_executable
+
+RANKS = 1000
+
+
+def nofile(soft: int, hard: int) -> Callable[[], None]:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return lower
+
+
+def can_set_hard(hard: int) -> bool:
+    """Whether this test process may give its children a hard limit of ``hard`` (root may
+    raise it; anyone may lower it)."""
+    current = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return current == resource.RLIM_INFINITY or current >= hard or _is_root()
+
+
+def _is_root() -> bool:
+    import os  # noqa: PLC0415 (only here)
+
+    return os.geteuid() == 0
+
+
+def launch(
+    args: Sequence[str],
+    cwd: Path,
+    limits: Optional[Tuple[int, int]] = None,
+    env: Optional[Mapping[str, str]] = None,
+    timeout: float = 120.0,
+) -> Tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [malaunch_executable(), *args],
+        env=clean_env(env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        preexec_fn=nofile(*limits) if limits else None,
+    )
+    return proc, time.monotonic() - started
+
+
+def thousand_ranks(log_dir: Path) -> List[str]:
+    """1,000 ranks; each prints the soft limit it got, rank 0's on the console."""
+    return [
+        "--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", str(RANKS),
+        "--log-dir", str(log_dir), "--console-ranks", "0",
+        "--", "sh", "-c", "ulimit -n",
+    ]  # fmt: skip
+
+
+@pytest.mark.skipif(not can_set_hard(4096), reason="cannot set a hard nofile limit of 4096")
+def test_1000_ranks_start_under_a_soft_limit_of_1024(tmp_path: Path) -> None:
+    """The launcher raises its soft limit to the hard one; its processes get 1,024 back."""
+    proc, _ = launch(thousand_ranks(tmp_path / "logs"), tmp_path, limits=(1024, 4096))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Too many open files" not in proc.stderr
+    assert "[rank 0] 1024\n" in proc.stdout
+    logs = sorted((tmp_path / "logs").glob("worker-*.log"))
+    assert len(logs) == RANKS
+    assert {path.read_text() for path in logs} == {"1024\n"}
+
+
+def test_too_low_a_hard_limit_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    proc, _ = launch(thousand_ranks(tmp_path / "logs"), tmp_path, limits=(1024, 1024))
+    assert proc.returncode == 71
+    assert proc.stdout == ""
+    assert re.fullmatch(
+        r"malaunch: error: 1000 processes need about (\d+) open files in the launcher, but "
+        r"RLIMIT_NOFILE allows 1024 \(hard limit 1024; `ulimit -n`, `ulimit -Hn`\): raise the "
+        r"nofile limit of the container or host, or start fewer processes on this node\n",
+        proc.stderr,
+    ), proc.stderr
+    needed = int(re.findall(r"about (\d+)", proc.stderr)[0])
+    assert 2000 < needed < 2200
+    assert not (tmp_path / "logs").exists()  # no process, no log, no folder left
+
+
+def test_a_launch_that_fits_keeps_the_limit_its_processes_see(tmp_path: Path) -> None:
+    """Few processes under a low hard limit: they start, and see the limit they had."""
+    args = ["--framework", "torch_ddp", "--topology", "local", "--nproc-per-node", "2",
+            "--log-dir", str(tmp_path / "logs"), "--", "sh", "-c", "ulimit -n; ulimit -Hn",
+    ]  # fmt: skip
+    proc, _ = launch(args, tmp_path, limits=(256, 512))
+    assert proc.returncode == 0, proc.stderr
+    assert "[rank 0] 256\n[rank 0] 512\n" in proc.stdout
+
+
+# --- --wait-timeout -------------------------------------------------------------------------
+
+WAIT = 2.0
+# The launcher's own start (an interpreter, click, the plugins) and exit, besides the wait.
+SLACK = 2.0
+
+
+def two_nodes(node: int, port: int) -> dict[str, str]:
+    return {
+        "VC_WORKER_HOSTS": "127.0.0.1,127.0.0.2",
+        "VC_TASK_INDEX": str(node),
+        "MALAUNCH_JOB_PORT": str(port),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_a_lone_node_gives_up_at_wait_timeout(tmp_path: Path, node: int) -> None:
+    """Node 0 waits for node 1 (or node 1 for node 0), which never comes: exit 69 at the
+    timeout. Before the fix, a launcher ending with an error waited 2 s more for its reaper."""
+    args = ["--framework", "torch_ddp", "--wait-timeout", str(WAIT),
+            "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
+    proc, took = launch(args, tmp_path, env=two_nodes(node, free_port()))
+    assert proc.returncode == 69, proc.stderr
+    assert WAIT <= took < WAIT + SLACK, (took, proc.stderr)
+
+
+def test_a_silent_node_0_does_not_stretch_wait_timeout(tmp_path: Path) -> None:
+    """Node 0's port accepts connections but never says a word: node 1 gives up at its
+    --wait-timeout, not after a whole handshake's read timeout (5 s) past it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        port = int(server.getsockname()[1])
+        args = ["--framework", "torch_ddp", "--wait-timeout", "1",
+                "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
+        proc, took = launch(args, tmp_path, env=two_nodes(1, port))
+    assert proc.returncode == 69, proc.stderr
+    assert "did not accept node 1 within 1s: timed out" in proc.stderr
+    assert took < 1 + SLACK, (took, proc.stderr)
