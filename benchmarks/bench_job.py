@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_supervisor import alive, cpu_seconds, helpers_of, kill_all
@@ -163,7 +163,7 @@ def malaunch_job(job: Job, extra: List[str]) -> None:
     job.start(argvs, envs)
 
 
-def torchrun_job(job: Job, torchrun: str) -> None:
+def torchrun_job(job: Job, torchrun: str, extra: Sequence[str] = ()) -> None:
     port = free_port()
     argvs = [
         [
@@ -180,6 +180,7 @@ def torchrun_job(job: Job, torchrun: str) -> None:
             f"127.0.0.1:{port}",
             "--rdzv-id",
             "bench",
+            *extra,
             "--no-python",
             *job.worker(),
         ]

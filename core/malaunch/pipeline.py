@@ -83,6 +83,32 @@ def override_master(
     return topology.model_copy(update=update) if update else topology
 
 
+def move_nodes(topology: Topology, hosts: Mapping[int, str]) -> Topology:
+    """Replaced nodes at the addresses they came from (SPEC §9 "Replacement"): the host list,
+    the rendezvous address where such a node held it, and the ``host:port`` entries of a
+    parameter-server cluster follow them."""
+    moved = {index: host for index, host in hosts.items() if 0 <= index < topology.nnodes}
+    moved = {i: h for i, h in moved.items() if topology.nodes[i].host != h}
+    if not moved:
+        return topology
+    old = {topology.nodes[index].host: host for index, host in moved.items()}
+    nodes = tuple(
+        node.model_copy(update={"host": moved[node.index]}) if node.index in moved else node
+        for node in topology.nodes
+    )
+    roles = {
+        role: tuple(_moved_address(entry, old) for entry in entries)
+        for role, entries in topology.roles.items()
+    }
+    master = old.get(topology.master_addr, topology.master_addr)
+    return topology.model_copy(update={"nodes": nodes, "roles": roles, "master_addr": master})
+
+
+def _moved_address(entry: str, old: Mapping[str, str]) -> str:
+    host, sep, port = entry.rpartition(":")
+    return f"{old[host]}{sep}{port}" if sep and host in old else entry
+
+
 def finalize_plan(
     plan: LaunchPlan,
     environ: Mapping[str, str],
@@ -114,11 +140,14 @@ def locate(
     source: str,
     resolve_options: ResolveOptions,
     master: Tuple[Optional[str], Optional[int]] = (None, None),
+    *,
+    hosts: Optional[Mapping[int, str]] = None,
 ) -> Topology:
     """The topology of one launch attempt: the source's, with ``--master-addr`` and
-    ``--master-port`` on top."""
+    ``--master-port`` on top, and replaced nodes at the addresses they came from (``hosts``,
+    as node 0 tells them on a restart)."""
     topology = resolve_topology(plugins, environ, source, resolve_options)
-    return override_master(topology, *master)
+    return move_nodes(override_master(topology, *master), hosts or {})
 
 
 def plan_topology(
@@ -163,12 +192,14 @@ def build_plan(
     master: Tuple[Optional[str], Optional[int]] = (None, None),
     extra_env: Optional[Mapping[str, str]] = None,
     conda_env: Optional[str] = None,
+    hosts: Optional[Mapping[int, str]] = None,
     cpus: Optional[CpuBinder] = None,
 ) -> LaunchPlan:
     """The whole left half of the pipeline, for one launch attempt: :func:`locate`, then
-    :func:`plan_topology`."""
+    :func:`plan_topology`; ``hosts``: the addresses replaced nodes came from, as node 0 tells
+    them."""
     plugins.framework(framework)  # an unknown framework before any topology work
-    topology = locate(plugins, environ, source, resolve_options, master)
+    topology = locate(plugins, environ, source, resolve_options, master, hosts=hosts)
     return plan_topology(
         plugins,
         environ,

@@ -310,6 +310,9 @@ EMPTY_MEANS = {
 
 # Plugin names: an unknown one is "plugin missing" (78).
 PLUGIN_NAMES = {"framework", "topology", "source"}
+# Names of inputs that must exist: `logs --run NAME` and `report --run NAME` pick a run folder
+# of the log dir, and one that is not there is a missing input (66), as a missing file is.
+INPUT_NAMES = {"run_name"}
 
 
 def expected_codes(target: Target) -> Set[int]:
@@ -319,6 +322,8 @@ def expected_codes(target: Target) -> Set[int]:
         return {64, 65, 66, 71, 74}
     if target.name in PLUGIN_NAMES:
         return {64, 78}
+    if target.name in INPUT_NAMES:
+        return {64, 66}
     return {64}
 
 

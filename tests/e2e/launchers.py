@@ -71,7 +71,7 @@ class Launchers:
     def start(self, index: int, extra_env: Optional[Dict[str, str]] = None) -> None:
         node = self.nodes[index]
         self.logs.mkdir(parents=True, exist_ok=True)
-        with open(self.logs / f"launcher-{index}.out", "wb") as out:
+        with open(self.logs / f"launcher-{index}.out", "ab") as out:  # a restart appends
             self.procs[index] = subprocess.Popen(
                 node.argv,
                 env=clean_env({**node.env, **(extra_env or {})}),

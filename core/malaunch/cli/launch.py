@@ -13,7 +13,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import click
 
@@ -103,10 +103,14 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         log_dir = run.path
         resolve_options, plan_options = plan_inputs(params, log_dir, framework_values)
 
-        def locate_here(master_port: Optional[int] = None) -> Topology:
-            """This attempt's topology; a restart may bring node 0's fresh rendezvous port."""
+        def locate_here(
+            master_port: Optional[int] = None, hosts: Optional[Mapping[int, str]] = None
+        ) -> Topology:
+            """This attempt's topology; a restart may bring node 0's fresh rendezvous port and
+            the addresses replaced nodes came from."""
             master = (params["master_addr"], master_port or params["master_port"])
-            return locate(plugins, os.environ, params["topology"], resolve_options, master)
+            where = params["topology"]
+            return locate(plugins, os.environ, where, resolve_options, master, hosts=hosts)
 
         def plan_here(topology: Topology) -> LaunchPlan:
             # plan_options as set below, once the topology gave the job port
@@ -122,10 +126,14 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
                 cpus=cpus,
             )
 
-        def make_plan(attempt: int = 0, master_port: Optional[int] = None) -> LaunchPlan:
+        def make_plan(
+            attempt: int = 0,
+            master_port: Optional[int] = None,
+            hosts: Optional[Mapping[int, str]] = None,
+        ) -> LaunchPlan:
             """The plan of restart ``attempt``: the job channel (and its port) stays."""
             del attempt
-            return plan_here(locate_here(master_port))
+            return plan_here(locate_here(master_port, hosts))
 
         topology = locate_here()
         # The channel's settings come from the topology the plan is made of, before the plan:
@@ -283,6 +291,7 @@ def restart_policy(params: Dict[str, Any]) -> RestartPolicy:
         backoff=parse_backoff(params["restart_backoff"]),
         min_uptime=params["min_uptime"],
         restart_on=parse_codes(params["restart_on"]),
+        rejoin_timeout=params["rejoin_timeout"],
     )
 
 

@@ -14,7 +14,12 @@ import click
 from malaunch.cpus.cpulist import parse_cpu_bind
 from malaunch.errors import UsageError
 from malaunch.hang.watch import STACK_METHODS
-from malaunch.job.restart import DEFAULT_BACKOFF, parse_backoff, parse_codes
+from malaunch.job.restart import (
+    DEFAULT_BACKOFF,
+    DEFAULT_REJOIN_TIMEOUT,
+    parse_backoff,
+    parse_codes,
+)
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
 from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
@@ -255,6 +260,14 @@ def job_options() -> List[click.Parameter]:
             show_default=True,
             metavar="CODES",
             help="Exit codes worth a restart: any, or e.g. 1,70-79,SIGKILL.",
+        ),
+        click.Option(
+            ["--rejoin-timeout"],
+            type=Seconds(),
+            default=DEFAULT_REJOIN_TIMEOUT,
+            show_default=True,
+            help="How long the other nodes wait for a lost node's replacement (a pod "
+            "rescheduled, its image pulled) while restarts remain; 0: never.",
         ),
         click.Option(
             ["--job-port"],

@@ -15,6 +15,7 @@ from malaunch.cli.command import Command
 from malaunch.cli.logs import default_log_dir
 from malaunch.errors import UsageError
 from malaunch.params import Path as ParamPath
+from malaunch.params import Text
 from malaunch.supervisor.runs import pick_run
 
 
@@ -31,6 +32,7 @@ from malaunch.supervisor.runs import pick_run
 @click.option(
     "--run",
     "run_name",
+    type=Text(),
     metavar="NAME",
     help="Report the run NAME (a run-... folder) of the log dir, not the latest.",
 )

@@ -95,6 +95,12 @@ def simulate_options() -> List[click.Parameter]:
             help="[modelarts] physical id of each node's first NPU in the rank table.",
         ),
         click.Option(
+            ["--replace-lost"], type=Seconds(), metavar="DELAY",
+            help="Start a node launcher killed by a signal again after DELAY seconds, as a "
+            "kubelet restarts a container; it rejoins the job (with --max-restarts > 0). "
+            "With --print-env, rerun the lost node's printed command instead.",
+        ),
+        click.Option(
             ["--platform-dir"], type=Path(file_okay=False),
             help="Keep the nodes' platform files (mounts, rank tables, data dirs) here "
             "[default: a temporary directory, removed at the end].",

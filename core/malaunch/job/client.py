@@ -9,10 +9,11 @@ file without ``bye``, or silence past the timeout, means node 0 is lost.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import socket
 import time
-from typing import Callable, Optional
+from typing import Callable, Counter, Optional
 
 from malaunch.errors import PeerError
 from malaunch.events import EventLoop, Timer
@@ -40,6 +41,87 @@ class AuthenticationFailed(ProtocolError):
     """The server on the job port answered, but did not prove it holds this job's token."""
 
 
+class ClosedEarly(ProtocolError):
+    """Node 0 closed the connection before the handshake was through: it was busy with other
+    connections (a flood of them on the job port), or it is going away."""
+
+
+class Causes:
+    """What each try to join ran into, so that the final error names what happened most, not
+    only the last socket error (a node kept out by a flood saw "connection refused" last,
+    once node 0 had given up)."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+        self.last = "no answer yet"
+        self.impostor = False  # the last answer came from a server that failed authentication
+        self.counts: Counter[str] = collections.Counter()
+
+    def add(self, exc: BaseException) -> None:
+        self.tries += 1
+        self.last = str(exc) or type(exc).__name__
+        self.impostor = isinstance(exc, AuthenticationFailed)
+        self.counts[_cause(exc)] += 1
+
+    def tally(self) -> str:
+        """``node 0 closed 30 connection attempts before the handshake, 2 were refused``."""
+        parts = []
+        for cause, count in self.counts.most_common():
+            attempts = f"{count} connection attempt{'s' if count != 1 else ''}"
+            parts.append(CAUSES[cause].format(attempts=attempts))
+        return ", ".join(parts)
+
+    def message(self, where: str, settings: JobSettings) -> str:
+        """The one error line when the wait is over."""
+        waited = f"--wait-timeout {settings.wait_timeout:g}s"
+        if self.impostor:
+            return (
+                f"the server at {where} (job channel, --job-port) failed authentication: "
+                f"{self.last}; gave up after {waited}"
+            )
+        tally = f"; of {self.tries} tries: {self.tally()}" if self.tries else ""
+        if self.counts["closed"]:
+            # The cause seen, named first: a flood keeps a node out, not a missing launcher.
+            return (
+                f"node 0's launcher at {where} (job channel, --job-port) did not let node "
+                f"{settings.node_rank} in within {settings.wait_timeout:g}s{tally} (another "
+                "program floods the job port, or node 0 was going away); last error: "
+                f"{self.last}"
+            )
+        # The usual causes, named: a Service in front of node 0 (MindX, some operators)
+        # forwards only the ports its pod declares.
+        return (
+            f"node 0's launcher at {where} (job channel, --job-port) did not accept node "
+            f"{settings.node_rank} within {settings.wait_timeout:g}s: {self.last}{tally} (is "
+            "malaunch running on node 0, and does every Service or firewall between the nodes "
+            f"pass port {settings.port}? --no-job-channel runs without the channel)"
+        )
+
+
+CAUSES = {
+    "closed": "node 0 closed {attempts} before the handshake",
+    "refused": "{attempts} refused (nothing listens there)",
+    "timeout": "{attempts} timed out",
+    "rejected": "node 0 turned down {attempts} after the hello",
+    "impostor": "{attempts} answered by a server without the token",
+    "other": "{attempts} failed otherwise",
+}
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, ClosedEarly):
+        return "closed"
+    if isinstance(exc, AuthenticationFailed):
+        return "impostor"
+    if isinstance(exc, ConnectionRefusedError):
+        return "refused"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timeout"
+    if isinstance(exc, ProtocolError) and str(exc).startswith("node 0 closed the connection:"):
+        return "rejected"
+    return "other"
+
+
 class ChannelClient:
     """A joined connection to node 0's launcher."""
 
@@ -61,49 +143,31 @@ class ChannelClient:
         self.job_over = False  # node 0 said finish or a final stop: its leaving is no loss
         self._beat: Optional[Timer] = None
 
-    def join(self, interrupted: Callable[[], bool]) -> None:
-        """Connect and authenticate, retrying until ``wait_timeout``.
+    def join(self, interrupted: Callable[[], bool], what: Optional[str] = None) -> None:
+        """Connect and authenticate, retrying until ``wait_timeout``; each try resolves node
+        0's name anew (a Service or headless DNS name follows a replaced pod).
 
-        ``interrupted`` is asked between attempts (a signal to the launcher ends the wait).
+        ``interrupted`` is asked between attempts (a signal to the launcher ends the wait);
+        ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT).
         :raises PeerError: (exit 69) node 0's launcher did not accept us in time.
         """
         settings = self.settings
         where = f"{settings.host}:{settings.port}"
         deadline = time.monotonic() + settings.wait_timeout
-        last_error = "no answer yet"
-        impostor = False  # the last answer came from a server that failed authentication
-        tries = 0
-        waiting = Waiting(f"node 0's launcher at {where} (job channel)")
+        causes = Causes()
+        waiting = Waiting(what or f"node 0's launcher at {where} (job channel)")
         try:
             while not interrupted():
                 try:
                     self.sock = self._handshake(deadline)
                     break
                 except (OSError, ProtocolError, ValueError) as exc:
-                    last_error = str(exc) or type(exc).__name__
-                    impostor = isinstance(exc, AuthenticationFailed)
+                    causes.add(exc)
                 now = time.monotonic()
                 if now >= deadline:
-                    if impostor:
-                        msg = (
-                            f"the server at {where} (job channel, --job-port) failed "
-                            f"authentication: {last_error}; gave up after --wait-timeout "
-                            f"{settings.wait_timeout:g}s"
-                        )
-                        raise PeerError(msg)
-                    # The usual causes, named: a Service in front of node 0 (MindX, some
-                    # operators) forwards only the ports its pod declares.
-                    msg = (
-                        f"node 0's launcher at {where} (job channel, --job-port) did not accept "
-                        f"node {settings.node_rank} within {settings.wait_timeout:g}s: "
-                        f"{last_error} (is malaunch running on node 0, and does every Service "
-                        f"or firewall between the nodes pass port {settings.port}? "
-                        "--no-job-channel runs without the channel)"
-                    )
-                    raise PeerError(msg)
-                waiting.update(last_error, settings.wait_timeout)
-                delay = RETRY_DELAYS[min(tries, len(RETRY_DELAYS) - 1)]
-                tries += 1
+                    raise PeerError(causes.message(where, settings))
+                waiting.update(causes.last, settings.wait_timeout)
+                delay = RETRY_DELAYS[min(causes.tries - 1, len(RETRY_DELAYS) - 1)]
                 time.sleep(min(delay, max(0.0, deadline - now)))
         finally:
             waiting.done()
@@ -123,14 +187,22 @@ class ChannelClient:
         sock = socket.create_connection((settings.host, settings.port), timeout=budget)
         try:
             reader = LineReader()
-            challenge = _next_message(sock, reader, deadline)
+            try:
+                challenge = _next_message(sock, reader, deadline)
+            except ConnectionError as exc:
+                raise ClosedEarly("node 0 closed the connection before the handshake") from exc
             nonce = challenge.get("nonce")
+            if challenge.get("t") == "busy":
+                raise ClosedEarly("node 0 closed the connection before the handshake (busy)")
             if challenge.get("t") != "challenge" or not isinstance(nonce, str):
                 msg = f"not a malaunch job channel (got {challenge.get('t')!r})"
                 raise ProtocolError(msg)
             node, ours = settings.node_rank, new_nonce()
             answer = proof(settings.token, nonce, node)
-            send(sock, {"t": "hello", "node": node, "proof": answer, "nonce": ours})
+            hello = {"t": "hello", "node": node, "proof": answer, "nonce": ours}
+            if settings.own_host:
+                hello["host"] = settings.own_host  # where a replacement came from
+            send(sock, hello)
             try:
                 welcome = _next_message(sock, reader, deadline)
             except ConnectionError as exc:
@@ -140,6 +212,8 @@ class ChannelClient:
                     "on --job-secret"
                 )
                 raise ProtocolError(msg) from exc
+            if welcome.get("t") == "busy":
+                raise ClosedEarly("node 0 closed the connection before the handshake (busy)")
             if welcome.get("t") != "welcome":
                 msg = f"expected a welcome, got {welcome.get('t')!r}"
                 raise ProtocolError(msg)

@@ -18,19 +18,28 @@ from malaunch.errors import ExitCode, UsageError
 from malaunch.numbers import MAX_SECONDS, parse_seconds
 
 DEFAULT_BACKOFF = "1:30"
-# Failures that no restart can mend: the platform stopped this launcher, or a node is gone.
+# How long the others wait for a lost node's replacement (docs/job.md says why): a pod on a
+# new machine waits for the scheduler and pulls a training image of 10-20 GB, minutes.
+DEFAULT_REJOIN_TIMEOUT = 600.0
+# Failures that no restart can mend: the platform stopped this launcher, or a node is gone
+# (both are *replaced* instead, while restarts remain: :func:`replacement`).
 NEVER_RESTARTED = ("signal", "lost", "absent")
+# A node launcher gone (killed, its machine lost) or stopped by its platform (evicted): its
+# replacement may join the job in its place.
+REPLACEABLE = ("lost", "signal")
 
 
 @dataclasses.dataclass(frozen=True)
 class RestartPolicy:
     """``max_restarts`` restarts, ``backoff`` (base, max) seconds, failures after
-    ``min_uptime`` seconds only, exit codes in ``restart_on`` only (None: any)."""
+    ``min_uptime`` seconds only, exit codes in ``restart_on`` only (None: any); a lost node's
+    replacement is waited for up to ``rejoin_timeout`` seconds (0: never)."""
 
     max_restarts: int = 0
     backoff: Tuple[float, float] = (1.0, 30.0)
     min_uptime: float = 0.0
     restart_on: Optional[FrozenSet[int]] = None
+    rejoin_timeout: float = DEFAULT_REJOIN_TIMEOUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +74,20 @@ def decide(
         return Decision(False, 0.0, f"exit code {code} is not in --restart-on")
     delay = backoff_delay(policy.backoff, restarts_done + 1, uniform)
     return Decision(True, delay, f"restart {restarts_done + 1} of {policy.max_restarts}")
+
+
+def replacement(policy: RestartPolicy, restarts_done: int, node: int) -> Decision:
+    """Wait for a replacement of lost node ``node`` (the next attempt counts as a restart,
+    started as soon as it has joined: no back-off), or end the job. Node 0's coordinator
+    decides this for a lost node, and the other nodes alike for a lost node 0."""
+    if policy.rejoin_timeout <= 0:
+        return Decision(False, 0.0, "--rejoin-timeout 0: a lost node is not replaced")
+    if policy.max_restarts == 0:
+        return Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
+    if restarts_done >= policy.max_restarts:
+        return Decision(False, 0.0, f"--max-restarts {policy.max_restarts} used up")
+    waiting = f"waiting up to {policy.rejoin_timeout:g}s for node {node}'s replacement"
+    return Decision(True, 0.0, f"restart {restarts_done + 1} of {policy.max_restarts}: {waiting}")
 
 
 def backoff_delay(

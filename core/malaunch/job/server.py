@@ -3,20 +3,28 @@ their reports on, send them commands, and notice when one disappears.
 
 A connection is a *stranger* until it answers the challenge (see :mod:`malaunch.job.protocol`)
 within :data:`HANDSHAKE_TIMEOUT`; a stranger that sends anything else, or too much, is closed
-with a warning and changes nothing. At most :data:`MAX_STRANGERS` wait at once, and the
-warnings strangers cause are throttled (:mod:`malaunch.job.throttle`): a flood of connections
-gives a few lines with counts, not a line each. An
+with a warning and changes nothing. At most :data:`MAX_STRANGERS` wait at once; admission is
+fair (:mod:`malaunch.job.admission`): when the room is full, a stranger that has had
+:data:`MIN_CHANCE` to answer makes room (the oldest of the address holding the most), and
+until one has, new connections wait in the listen backlog, in order, so a node with the token
+gets in behind any flood. The warnings strangers cause are throttled
+(:mod:`malaunch.job.throttle`): a flood of connections gives a few lines with counts, not a
+line each. An
 authenticated node that closes its connection without saying ``bye``, or stays silent for
 the heartbeat timeout, is *lost*: it counts as that node failing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import select
 import socket
 from typing import Callable, Dict, Optional, Tuple
 
 from malaunch.events import EventLoop, Timer
+from malaunch.job.admission import WaitingRoom
 from malaunch.job.protocol import (
     PROTOCOL_VERSION,
     SEND_TIMEOUT,
@@ -29,12 +37,19 @@ from malaunch.job.protocol import (
     send,
     welcome_proof,
 )
+from malaunch.job.replacement import host_of
 from malaunch.job.settings import JobSettings
 from malaunch.job.throttle import Throttle
 from malaunch.log import logger
 
-HANDSHAKE_TIMEOUT = 5.0
-MAX_STRANGERS = 64
+HANDSHAKE_TIMEOUT = 3.0  # a node answers within a round trip; a silent stranger goes then
+MAX_STRANGERS = 256
+# Each stranger's guaranteed time to answer before it may be evicted: many round trips, yet
+# short enough that 256 slots admit about 1,000 connections a second behind a flood.
+MIN_CHANCE = 0.25
+ACCEPT_BATCH = 32  # accepts per readable event: then the handshakes already waiting get read
+BACKLOG = 4096  # connections the kernel queues for us (capped by net.core.somaxconn)
+OUT_OF_FILES_PAUSE = 0.1  # seconds without accepting when the launcher is out of descriptors
 RECV_CHUNK = 65536
 MAX_WARNINGS = 5  # per peer: a babbling node must not flood the launcher's own log
 SHOWN_REJECTIONS = 5  # rejected strangers named per throttle window; the rest are counted
@@ -46,6 +61,7 @@ class _Connection:
     address: str
     reader: LineReader
     nonce: str = ""
+    host: str = ""  # the source address without the port: what admission counts by
     node: Optional[int] = None
     last_seen: float = 0.0
     said_bye: bool = False
@@ -60,7 +76,7 @@ class ChannelServer:
         self,
         loop: EventLoop,
         settings: JobSettings,
-        on_join: Callable[[int], None],
+        on_join: Callable[[int, Optional[str]], None],
         on_report: Callable[[int, Message], None],
         on_lost: Callable[[int], None],
     ) -> None:
@@ -71,14 +87,16 @@ class ChannelServer:
         self.on_lost = on_lost
         self.listener = _listen(settings.port)
         self.strangers: Dict[int, _Connection] = {}
+        self.room: WaitingRoom[int] = WaitingRoom(MAX_STRANGERS, MIN_CHANCE)
         self.peers: Dict[int, _Connection] = {}
         self.closed = False
+        self.paused: Optional[Timer] = None  # accepting resumes when it fires
         self.turned_away = Throttle(
             loop,
             burst=1,
             summary=lambda count, seconds: (
                 f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
-                f"closed {count} more in {seconds:.0f}s"
+                f"closed {count} more of the oldest in {seconds:.0f}s"
             ),
         )
         self.rejections = Throttle(
@@ -109,31 +127,84 @@ class ChannelServer:
     # -- accepting and handshakes ---------------------------------------------------------
 
     def _accept(self) -> None:
-        try:
-            sock, address = self.listener.accept()
-        except OSError:
-            return
-        where = _address(address)
-        if len(self.strangers) >= MAX_STRANGERS:
+        """Accept what the backlog holds, a batch at a time, making room fairly."""
+        for _ in range(ACCEPT_BATCH):
+            if self.room.full() and not self._make_room():
+                return
+            try:
+                sock, address = self.listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # The connection stays queued; accepting again at once would spin.
+                    self.turned_away.warn(f"job channel: cannot accept a connection: {exc}")
+                    self._pause(self.loop.now() + OUT_OF_FILES_PAUSE)
+                return
+            self._greet(sock, address)
+
+    def _make_room(self) -> bool:
+        """Close one stranger that has had its chance; else pause accepting until one has."""
+        now = self.loop.now()
+        key = self.room.victim(now)
+        if key is None:
+            when = self.room.next_chance_over()
+            self._pause(now + MIN_CHANCE if when is None else when)
+            return False
+        conn = self.strangers[key]
+        if _pending(conn.sock):
+            self._readable(conn)  # its hello came in this very round: read it, do not evict it
+        if conn.node is None and key in self.room:
+            silent = now - self.room.waiting[key][1]
             self.turned_away.warn(
                 f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
-                f"closed {where}"
+                f"closed {conn.address}, silent for {silent:.1f}s"
             )
-            sock.close()
-            return
+            self._forget(conn)
+            with contextlib.suppress(OSError):  # a hint for a node's error, nothing it trusts
+                conn.sock.setblocking(False)
+                conn.sock.send(b'{"t":"busy"}\n')
+            self._close(conn)
+        return not self.room.full()
+
+    def _pause(self, until: float) -> None:
+        """Leave new connections in the backlog (in order) until ``until``."""
+        if self.paused is None and not self.closed:
+            self.loop.remove_reader(self.listener.fileno())
+            self.paused = self.loop.call_at(until, self._resume)
+
+    def _resume(self) -> None:
+        self.paused = None
+        if not self.closed:
+            self.loop.add_reader(self.listener.fileno(), self._accept)
+            self._accept()
+
+    def _greet(self, sock: socket.socket, address: Tuple[object, ...]) -> None:
+        """Challenge a new connection and give it a place in the waiting room."""
+        where = _address(address)
         sock.settimeout(SEND_TIMEOUT)
-        conn = _Connection(sock, where, LineReader(), nonce=new_nonce())
+        conn = _Connection(sock, where, LineReader(), nonce=new_nonce(), host=_host(address))
         try:
             send(sock, {"t": "challenge", "nonce": conn.nonce, "version": PROTOCOL_VERSION})
         except OSError:
             sock.close()
             return
         self.strangers[sock.fileno()] = conn
+        self.room.add(sock.fileno(), conn.host, self.loop.now())
         conn.timer = self.loop.call_later(HANDSHAKE_TIMEOUT, lambda: self._timeout(conn))
         self.loop.add_reader(sock.fileno(), lambda: self._readable(conn))
 
+    def _forget(self, conn: _Connection) -> None:
+        """No longer a stranger (joined, rejected, evicted or gone)."""
+        key = conn.sock.fileno()
+        if self.strangers.get(key) is conn:
+            del self.strangers[key]
+            self.room.remove(key)
+        if conn.timer is not None:
+            conn.timer.cancel()
+
     def _timeout(self, conn: _Connection) -> None:
-        if conn.node is None and conn.sock.fileno() in self.strangers:
+        if conn.node is None and self.strangers.get(conn.sock.fileno()) is conn:
             self._reject(conn, f"no handshake within {HANDSHAKE_TIMEOUT:g}s")
 
     def _hello(self, conn: _Connection, message: Message) -> None:
@@ -150,9 +221,7 @@ class ChannelServer:
         elif node in self.peers:
             self._reject(conn, f"node {node} has already joined")
         else:
-            if conn.timer is not None:
-                conn.timer.cancel()
-            del self.strangers[conn.sock.fileno()]
+            self._forget(conn)
             conn.node, conn.last_seen = node, self.loop.now()
             self.peers[node] = conn
             try:
@@ -163,13 +232,11 @@ class ChannelServer:
                 self._drop(conn, f"cannot welcome node {node}: {exc}")
                 return
             logger.debug(f"job channel: node {node} joined from {conn.address}")
-            self.on_join(node)
+            self.on_join(node, host_of(message))
 
     def _reject(self, conn: _Connection, why: str) -> None:
         self.rejections.warn(f"job channel: rejected a connection from {conn.address}: {why}")
-        self.strangers.pop(conn.sock.fileno(), None)
-        if conn.timer is not None:
-            conn.timer.cancel()
+        self._forget(conn)
         self._close(conn)
 
     # -- reading --------------------------------------------------------------------------
@@ -183,7 +250,7 @@ class ChannelServer:
             reason = "connection closed"
         if not data:
             if conn.node is None:
-                self.strangers.pop(conn.sock.fileno(), None)
+                self._forget(conn)
                 self._close(conn)
             else:
                 self._drop(conn, reason)
@@ -219,7 +286,6 @@ class ChannelServer:
         while conn.reader.dropped:
             why = conn.reader.dropped.pop(0)
             if conn.node is None:
-                self.strangers.pop(conn.sock.fileno(), None)
                 self._reject(conn, why)
                 return
             conn.warnings += 1
@@ -262,6 +328,8 @@ class ChannelServer:
         """Stop listening and close every connection (the peers see end of file)."""
         self.closed = True
         self._beat.cancel()
+        if self.paused is not None:
+            self.paused.cancel()
         self.turned_away.close()
         self.rejections.close()
         for conn in [*self.strangers.values(), *self.peers.values()]:
@@ -269,25 +337,42 @@ class ChannelServer:
                 conn.timer.cancel()
             self._close(conn)
         self.strangers.clear()
+        self.room = WaitingRoom(MAX_STRANGERS, MIN_CHANCE)
         self.peers.clear()
         self.loop.remove_reader(self.listener.fileno())
         self.listener.close()
 
 
 def _listen(port: int) -> socket.socket:
-    """A listening socket on every interface, IPv6 and IPv4 where the host has both."""
+    """A listening socket on every interface, IPv6 and IPv4 where the host has both, with a
+    backlog deep enough to queue a flood in front of a node (the kernel caps it at somaxconn)."""
     if socket.has_dualstack_ipv6():
         listener = socket.create_server(
-            ("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False
+            ("", port),
+            family=socket.AF_INET6,
+            dualstack_ipv6=True,
+            reuse_port=False,
+            backlog=BACKLOG,
         )
     else:
-        listener = socket.create_server(("", port))
+        listener = socket.create_server(("", port), backlog=BACKLOG)
     listener.setblocking(False)
     return listener
 
 
+def _host(address: Tuple[object, ...]) -> str:
+    host = str(address[0])
+    return host[len("::ffff:") :] if host.startswith("::ffff:") else host
+
+
 def _address(address: Tuple[object, ...]) -> str:
-    host, port = str(address[0]), address[1]
-    if host.startswith("::ffff:"):
-        host = host[len("::ffff:") :]
+    host, port = _host(address), address[1]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _pending(sock: socket.socket) -> bool:
+    """Whether ``sock`` has something to read (bytes or end of file), without waiting: a
+    socket with a timeout would wait that long in ``recv`` even with MSG_DONTWAIT."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))

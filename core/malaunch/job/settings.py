@@ -38,6 +38,7 @@ class JobSettings:
     token: bytes
     heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
     wait_timeout: float = 600.0
+    own_host: str = ""  # this node's address as its platform names it (a replacement's new one)
 
     @property
     def serves(self) -> bool:
@@ -101,4 +102,5 @@ def job_settings(
         token=token,
         heartbeat_timeout=heartbeat_timeout,
         wait_timeout=wait_timeout,
+        own_host=topology.this_node.host,
     )

@@ -19,6 +19,10 @@ model MindX's scheduler plugin matches (``ascend-910b`` by default).
   read by the ``mindx`` source: the scheduler pod's launcher starts the MindSpore scheduler,
   each worker pod's one worker per NPU.
 
+A ``torch_ddp`` job of several pods carries MindCluster's pod-level rescheduling labels
+(``fault-scheduling: force``, ``pod-rescheduling: "on"``): a pod lost to a node or NPU fault is
+recreated alone and its launcher rejoins the job (SPEC §9 "Replacement").
+
 The operator's admission rules (mind-cluster ``ascendjob_validate.go``, ``checkReplicaSpecs``):
 each framework has one leader type (``Master`` / ``Scheduler`` / ``Chief``) of exactly 1
 replica; every non-``Scheduler`` replica's ``ascend`` container requests NPUs; and only a
@@ -51,6 +55,10 @@ RING_KEY = "ring-controller.atlas"
 # cards (310, 310P), and Atlas 350/850/950 (npu).
 ACCELERATOR_TYPES = ("ascend-910b", "ascend-910", "ascend-npu", "ascend-310P", "ascend-310")
 FRAMEWORKS = {"torch_ddp": "pytorch", "mindspore": "mindspore"}
+# MindCluster's pod-level rescheduling: a pod on a faulty node or NPU is recreated alone and
+# rejoins its job (the others wait --rejoin-timeout); a fault of the pod with rank 0 is
+# rescheduled job-level by MindCluster itself. Only where the job channel ties the pods.
+RESCHEDULING = {"fault-scheduling": "force", "pod-rescheduling": "on"}
 
 
 def job_framework(framework: str) -> str:
@@ -113,6 +121,8 @@ def render(request: RenderRequest) -> List[K8sModel]:
     policy = SchedulingPolicy(min_available=every_pod, queue=request.queue or "default")
     spec = AscendJobSpec(run_policy=AscendRunPolicy(scheduling_policy=policy), replica_specs=specs)
     labels = {"framework": label, **ring}
+    if label == "pytorch" and request.job_channel and request.nodes > 1:
+        labels.update(RESCHEDULING)
     return [AscendJob(metadata=metadata(request, labels), spec=spec)]
 
 

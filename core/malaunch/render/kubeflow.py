@@ -10,9 +10,13 @@ still running when the job has succeeded are cleaned up (``cleanPodPolicy: Runni
 operator's default success policy, the chief's success (else worker 0's), is malaunch's with a
 chief; ``--success-policy all-workers`` renders ``successPolicy: AllWorkers``.
 
-Pods never restart on their own (``restartPolicy: Never``): the training operator can only
-retry by exit-code class (128 and above, a signal), not by malaunch's own codes, and a pod
-restarted alone could not rejoin its job; ``--max-restarts`` restarts the whole job instead.
+Replicas restart by exit code (``restartPolicy: ExitCode``): the training operator recreates a
+pod whose container exited 128 or above (a signal: the launcher killed, 137, or stopped, 143)
+and fails the job on 1-127 (malaunch's own codes, 75 on the nodes another node stopped, a
+worker's code). A recreated pod is a lost node's replacement: it rejoins the job, whose other
+launchers wait ``--rejoin-timeout`` while restarts remain (SPEC §9 "Replacement"), so only
+the lost pod starts again; ``--max-restarts`` covers ranks that fail while their launcher
+stays up.
 """
 
 from __future__ import annotations
@@ -33,10 +37,13 @@ from malaunch.render.request import PodParts, RenderRequest, layout, metadata, p
 
 PYTORCH_PORT = 23456  # the training operator's default pytorchjob-port
 TENSORFLOW_PORT = 2222  # its default tfjob-port
+RESTART_POLICY = "ExitCode"  # 128+: retryable (the pod is recreated); 1-127: permanent
 
 
 def _replica(request: RenderRequest, pods: int, parts: PodParts) -> ReplicaSpec:
-    return ReplicaSpec(replicas=pods, restart_policy="Never", template=pod_template(request, parts))
+    return ReplicaSpec(
+        replicas=pods, restart_policy=RESTART_POLICY, template=pod_template(request, parts)
+    )
 
 
 def render_pytorchjob(request: RenderRequest) -> List[K8sModel]:

@@ -12,14 +12,19 @@ keyed on malaunch's exit codes:
 =====================  ================  ===================================================
 when                   action            why
 =====================  ================  ===================================================
-pod evicted            ``RestartJob``    a lost node; the job restarts on others
+pod evicted            ``RestartPod``    a lost node: its pod alone comes back and rejoins
+exit 137, 143          ``RestartPod``    its launcher was killed or stopped: the same
 exit 69                ``RestartJob``    topology or peers not ready in ``--wait-timeout``
 exit 64, 65, 66, 78    ``TerminateJob``  usage, input or plugin error: a rerun fails alike
 =====================  ================  ===================================================
 
-Any other failure (a worker's own code, 75 on the nodes it stopped, 124 for a hang) fails the
-job once every pod has ended. ``maxRetry`` is ``--platform-restarts`` + 1: Volcano counts the
-restart that fails the job, and would turn 0 into 3.
+The other launchers wait ``--rejoin-timeout`` for a replaced pod while restarts remain (SPEC
+§9 "Replacement"): only the lost pod is recreated, never the healthy ones. ``RestartPod``
+came with Volcano 1.11 (``volcano-sh/apis`` #143); an older controller refuses the action, and
+``RestartTask`` there recreates every pod of the task. Any other failure (a worker's own code,
+75 on the nodes it stopped, 124 for a hang) fails the job once every pod has ended.
+``maxRetry`` is ``--platform-restarts`` + 1: Volcano counts the restart that fails the job, and
+would turn 0 into 3.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from malaunch.render.request import PodParts, RenderRequest, layout, metadata, p
 
 PYTORCH_PORT = 23456  # the pytorch plugin's default --port
 TENSORFLOW_PORT = 2222  # the tensorflow plugin's default --port
+REPLACE_CODES = (137, 143)  # the launcher SIGKILLed (a kill, the OOM killer) or SIGTERMed
 RESTART_CODES = (69,)
 TERMINATE_CODES = (64, 65, 66, 78)
 POLICIES = (
-    VolcanoPolicy(event="PodEvicted", action="RestartJob"),
+    VolcanoPolicy(event="PodEvicted", action="RestartPod"),
+    *(VolcanoPolicy(exit_code=code, action="RestartPod") for code in REPLACE_CODES),
     *(VolcanoPolicy(exit_code=code, action="RestartJob") for code in RESTART_CODES),
     *(VolcanoPolicy(exit_code=code, action="TerminateJob") for code in TERMINATE_CODES),
 )

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from malaunch.errors import MissingInputError
 from malaunch.report.bars import attempts_of, node_bar, rank_rows
 from malaunch.report.failures import job_failures
-from malaunch.report.model import Failure, JobReport, LogFile, NodeReport, Row
+from malaunch.report.model import Failure, JobReport, LogFile, Loss, NodeReport, Row
 from malaunch.report.read import (
     as_dict,
     as_int,
@@ -146,6 +146,7 @@ def _job(
         failures=failures,
         hang=next((h for h in hangs if h), None),
         attempts=tuple(_attempts(summaries)),
+        losses=losses_of(summaries),
     )
 
 
@@ -229,6 +230,22 @@ def _platform_rows(parent: Found) -> Tuple[Row, ...]:
     summary = summary if parent.summary else {}
     rows = rank_rows(0, manifest, summary, {}, lambda r: LogFile(r, locate(r, parent.directory)))
     return tuple(dataclasses.replace(row, node=None) for row in rows)
+
+
+def losses_of(summaries: List[Tuple[int, Dict[str, Any]]]) -> Tuple[Loss, ...]:
+    """Every loss any node recorded, once each (a new node 0 did not see its own)."""
+    found: Dict[Tuple[int, int, float], Loss] = {}
+    for _, summary in summaries:
+        for entry in dicts(summary.get("attempts")):
+            for loss in dicts(entry.get("losses")):
+                attempt, node = as_int(entry.get("attempt")), as_int(loss.get("node"))
+                lost_at, took = loss.get("lost_at"), loss.get("rejoin_seconds")
+                if attempt is None or node is None or not isinstance(lost_at, (int, float)):
+                    continue
+                rejoined = lost_at + took if isinstance(took, (int, float)) else None
+                key = (attempt, node, round(lost_at, 1))  # every node tells the same loss
+                found.setdefault(key, Loss(attempt, node, lost_at, rejoined))
+    return tuple(sorted(found.values(), key=lambda loss: loss.lost_at))
 
 
 def _attempts(summaries: List[Tuple[int, Dict[str, Any]]]) -> List[Dict[str, Any]]:

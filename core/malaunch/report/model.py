@@ -95,6 +95,16 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Loss:
+    """A node lost in an attempt, and when its replacement joined (None: it never did)."""
+
+    attempt: int
+    node: int
+    lost_at: float
+    rejoined_at: Optional[float]
+
+
+@dataclass(frozen=True)
 class NodeReport:
     """One node launcher's run: its processes, its own life, its files."""
 
@@ -126,6 +136,7 @@ class JobReport:
     hang: Optional[Dict[str, Any]] = None
     attempts: Tuple[Dict[str, Any], ...] = ()
     platform_rows: Tuple[Row, ...] = ()  # simulate's own processes besides the nodes
+    losses: Tuple[Loss, ...] = ()  # lost nodes and their replacements, in time order
     logs: Tuple[LogFile, ...] = ()  # the simulation parent's own files
 
     @property

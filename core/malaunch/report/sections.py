@@ -148,11 +148,24 @@ def attempts(job: JobReport) -> str:
             describe(failure) if failure else "-",
             str(entry.get("decision") or "-"),
             _delay(as_dict(entry).get("delay")),
+            _losses(job, number),
         ]
         rows.append("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>")
     head = "<tr><th>attempt</th><th>exit code</th><th>failure</th><th>decision</th>"
-    head += "<th>restart delay</th></tr>"
+    head += "<th>restart delay</th><th>nodes lost</th></tr>"
     return f'<section id="attempts"><h2>Attempts</h2><table>{head}{"".join(rows)}</table></section>'
+
+
+def _losses(job: JobReport, attempt: Optional[int]) -> str:
+    """``node 2, replaced after 4.1 s`` for each node the attempt lost."""
+    said = []
+    for loss in (loss for loss in job.losses if loss.attempt == attempt):
+        took = loss.rejoined_at - loss.lost_at if loss.rejoined_at is not None else None
+        said.append(
+            f"node {loss.node}, "
+            + (f"replaced after {seconds(took)}" if took is not None else "never replaced")
+        )
+    return "; ".join(said) or "-"
 
 
 def _delay(value: Any) -> str:

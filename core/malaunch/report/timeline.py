@@ -3,8 +3,9 @@
 x is wall-clock time, shared by the whole job. Each node has a row of its own (the node
 launcher's life), a staging row when its summary has staging phases, then one row per
 process of its plan; each row has one bar per attempt, coloured by how the process ended,
-with a tooltip (``<title>``) saying so. Dashed lines mark where each restart began and when
-a hang was detected. Every string taken from the run is escaped.
+with a tooltip (``<title>``) saying so. Dashed lines mark where each restart began, when a
+hang was detected, and when a node was lost and its replacement joined. Every string taken
+from the run is escaped.
 """
 
 from __future__ import annotations
@@ -116,6 +117,10 @@ def _markers(job: JobReport) -> List[Tuple[float, str]]:
     detected = moment((job.hang or {}).get("detected_at"))
     if detected is not None:
         found.append((detected, "hang detected"))
+    for loss in job.losses:
+        found.append((loss.lost_at, f"node {loss.node} lost"))
+        if loss.rejoined_at is not None:
+            found.append((loss.rejoined_at, f"node {loss.node} rejoined"))
     return found
 
 
@@ -228,7 +233,8 @@ def _phase(phase: Phase, scale: Scale) -> str:
 
 def _marker(scale: Scale, at: float, text: str, height: int) -> str:
     x = scale.x(at)
-    colour = "#d64545" if text.startswith("hang") else "#555"
+    colour = "#d64545" if text.startswith("hang") or text.endswith(" lost") else "#555"
+    colour = "#2f9e5b" if text.endswith(" rejoined") else colour
     # Near the right edge the label goes left of its line, so that it stays in the picture.
     late = x > LABEL_WIDTH + CHART_WIDTH * 0.85
     anchor = f'x="{x - 3:.1f}" text-anchor="end"' if late else f'x="{x + 3:.1f}"'

@@ -17,7 +17,7 @@ your ranks' stacks, see :mod:`malaunch.supervisor.capture`).
 from __future__ import annotations
 
 import signal
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from malaunch.errors import ExitCode, LaunchError
 from malaunch.events import EventLoop, Timer
@@ -32,6 +32,7 @@ from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
 
 Report = Callable[[Message], None]
+StartAgain = Callable[[Child], Tuple[List[Child], Optional[LaunchError]]]
 
 
 class Attempt:
@@ -50,6 +51,7 @@ class Attempt:
         fail_fast: bool = True,
         straggler_timeout: Optional[float] = None,
         tail_lines: int = 20,
+        replace_lost: Optional[Tuple[float, StartAgain]] = None,
     ) -> None:
         self.loop = loop
         self.group = group
@@ -60,6 +62,7 @@ class Attempt:
         self.fail_fast = fail_fast
         self.straggler_timeout = straggler_timeout
         self.tail_lines = tail_lines
+        self.replace_lost = replace_lost
         self.outcome = Outcome(group.children, node=node, attempt=number)
         self.stopping = False
         self.done_reported = False
@@ -101,6 +104,8 @@ class Attempt:
         assert returncode is not None
         if self.stopping or self.capture is not None:
             return  # expected: the job stops, or faulthandler was asked for the stacks
+        if self._replaced(child, returncode):
+            return
         if not self.fail_fast and not child.spec.service:
             # simulate: the node launchers stop themselves; this only catches those that don't
             self._arm_safety_net()
@@ -127,6 +132,29 @@ class Attempt:
         self.stopping = True
         self.group.stop(signal.SIGTERM)
         self._fail(failure_of(child, self.tail_lines))
+
+    def _replaced(self, child: Child, returncode: int) -> bool:
+        """``simulate --replace-lost``: a node launcher killed by a signal while the others
+        run is started again after the delay, as a kubelet restarts a container."""
+        others = [c for c in self.group.running() if not c.spec.service]
+        if self.replace_lost is None or returncode >= 0 or not others:
+            return False
+        delay, start_again = self.replace_lost
+        logger.warning(
+            f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}: starting "
+            f"it again in {delay:g}s (--replace-lost)"
+        )
+        self.loop.call_later(delay, lambda: self._start_again(child, start_again))
+        return True
+
+    def _start_again(self, child: Child, start_again: StartAgain) -> None:
+        if self.stopping or not self.group.running():
+            return  # the job ended meanwhile: nothing to rejoin
+        started, error = start_again(child)
+        if error is not None:
+            logger.error(str(error))
+        for new in started:
+            self.group.add(new)
 
     def _independent_failure(self, child: Child, returncode: int) -> None:
         """simulate's node launchers: nobody is stopped; the first failure of a node's own
@@ -174,6 +202,17 @@ class Attempt:
             }
         )
 
+    def heard_beat(self, text: str) -> None:
+        """A ``malaunch.context.heartbeat()`` from rank ``text`` (or the only worker)."""
+        children = [c for c in self.group.children if c.running and not c.spec.service]
+        chosen = [c for c in children if str(c.spec.rank) == text] or (
+            children if len(children) == 1 else []
+        )
+        now = self.loop.now()
+        for child in chosen:
+            child.last_activity = now
+            child.heard_from = True
+
     def _on_hang(self, child: Watched, seconds: float) -> None:
         assert isinstance(child, Child)
         if self.stopping:
@@ -215,8 +254,11 @@ class Attempt:
         elif not self.stopping:
             failure = message.get("failure") or {}
             running = len(self.group.running())
-            what = "restarting the job" if message.get("final") is False else "stopping"
-            logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
+            if message.get("replace") is not None:
+                logger.warning(f"{waiting_line(message)}{_local(running, 'stopping')}")
+            else:
+                what = "restarting the job" if message.get("final") is False else "stopping"
+                logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
         if not self.stopping or kind_is(message, "finish"):
             self.stopping = True
             self.group.stop(signal.SIGTERM)
@@ -273,11 +315,23 @@ def kind_is(message: Message, kind: str) -> bool:
     return message.get("t") == kind
 
 
-def _local(running: int) -> str:
-    """`` (2 local processes)``; nothing when none is left to stop."""
+def _local(running: int, verb: str = "") -> str:
+    """`` (2 local processes)`` (with ``verb``: ``; stopping 2 local processes``); nothing
+    when none is left to stop."""
     if running == 0:
         return ""
-    return f" ({running} local process{'' if running == 1 else 'es'})"
+    processes = f"{running} local process{'' if running == 1 else 'es'}"
+    return f"; {verb} {processes}" if verb else f" ({processes})"
+
+
+def waiting_line(message: Message) -> str:
+    """``node 3 lost: waiting up to 300s for its replacement``, from a ``stop`` that waits."""
+    failure = message.get("failure") or {}
+    node = message.get("replace")
+    gone = f"node {node} lost" if failure.get("kind") == "lost" else describe_failure(failure)
+    timeout = message.get("rejoin_timeout")
+    limit = f"up to {timeout:g}s " if isinstance(timeout, (int, float)) else ""
+    return f"{gone}: waiting {limit}for its replacement"
 
 
 def describe_failure(failure: Dict[str, Any]) -> str:

@@ -58,6 +58,12 @@ class Group:
         for child in children:
             loop.add_reader(child.pipe_fd, functools.partial(self._read, child))
 
+    def add(self, child: Child) -> None:
+        """A process started again within the attempt (``simulate --replace-lost``)."""
+        self.children.append(child)
+        self.drained = False
+        self.loop.add_reader(child.pipe_fd, functools.partial(self._read, child))
+
     # -- state ----------------------------------------------------------------------------
 
     @property

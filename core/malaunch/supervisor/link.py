@@ -10,12 +10,15 @@ Whichever it is, the node sees two calls: :meth:`JobLink.report` to tell the job
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+import dataclasses
+from typing import Any, Callable, Dict, Optional
 
 from malaunch.events import EventLoop
 from malaunch.job.client import ChannelClient
 from malaunch.job.coordinator import Coordinator
 from malaunch.job.protocol import Message
+from malaunch.job.replacement import lost_node, never_came_back, waiting_stop
+from malaunch.job.restart import Decision, replacement
 from malaunch.job.server import ChannelServer
 from malaunch.models import Topology
 from malaunch.net import free_port
@@ -45,6 +48,10 @@ class JobLink:
         self.client: Optional[ChannelClient] = None
         self.waiting: Optional[Waiting] = None
         self.waiting_for_ready = False  # node 0's wait: for the joins, then for the stage-ins
+        self.on_lost: Callable[[str], None] = lambda reason: None
+        self.heard_failure: Optional[Dict[str, Any]] = None  # of the attempt that ended
+        self.lost_node_0: Optional[Dict[str, Any]] = None  # the failure, while redialling
+        self.rejoin_since: Optional[float] = None  # node 0 lost: its replacement is awaited
 
     @property
     def attempt(self) -> int:
@@ -58,6 +65,7 @@ class JobLink:
     def connect(self, on_lost: Callable[[str], None], interrupted: Callable[[], bool]) -> None:
         """Join node 0 (other nodes), or set up the coordinator (node 0, one-node jobs)."""
         settings = self.options.job
+        self.on_lost = on_lost
         if settings is not None and not settings.serves:
             self.client = ChannelClient(self.loop, settings, self._heard, on_lost)
             self.client.join(interrupted)
@@ -96,15 +104,63 @@ class JobLink:
 
     def _heard(self, message: Message) -> None:
         """A command from node 0 (other nodes): note the attempt it starts, pass it on."""
-        number = message.get("attempt")
-        if message.get("t") == "start" and isinstance(number, int):
-            self.heard_attempt = number
-        kind = message.get("t")
+        number, kind, failure = message.get("attempt"), message.get("t"), message.get("failure")
+        if kind in ("start", "prepare") and isinstance(number, int):
+            # a replacement learns the attempt the job is at from its "prepare"
+            self.heard_attempt = max(self.heard_attempt, number)
+        if kind == "start":
+            self.heard_failure = None
+        elif kind == "stop" and isinstance(failure, dict):
+            self.heard_failure = failure
         if self.client is not None and (
             kind == "finish" or (kind == "stop" and message.get("final", True))
         ):
             self.client.job_over = True  # node 0 may now leave before this node has stopped
         self.on_command(message)
+
+    def lose_node_0(self, reason: str) -> Message:
+        """Other nodes: node 0's launcher is gone. The ``stop`` this node obeys: final, or,
+        while restarts remain, one that waits for node 0's replacement (:meth:`rejoin` then
+        redials once the local processes are down)."""
+        failure = {**lost_node(0), "reason": reason}
+        decision = self.node_0_lost()
+        if not decision.restart:
+            return {"t": "stop", "final": True, "failure": failure}
+        self.lost_node_0, self.rejoin_since = failure, self.loop.now()
+        timeout = self.options.restart.rejoin_timeout
+        return waiting_stop(self.heard_attempt, failure, decision.reason, timeout)
+
+    def never_came_back(self) -> Message:
+        """The final ``stop`` when node 0's replacement did not join in time."""
+        failure, decision = never_came_back(0, self.options.restart.rejoin_timeout)
+        return {"t": "stop", "final": True, "failure": failure, "decision": decision}
+
+    def node_0_lost(self) -> Decision:
+        """Other nodes: wait for node 0's replacement, or stop (the same rule as node 0's
+        coordinator applies to the other nodes, on the attempt this node heard last)."""
+        if self.heard_attempt < 0:
+            return Decision(False, 0.0, "node 0 was lost before the job started")
+        return replacement(self.options.restart, self.heard_attempt, 0)
+
+    def rejoin(self, interrupted: Callable[[], bool]) -> None:
+        """Redial node 0 (its name resolved anew each try) until ``--rejoin-timeout``, and
+        tell the new node 0 where the job was: the attempt, its first failure, the wait.
+        Authentication stays mutual: a program that took the port proves nothing, learns
+        nothing. :raises PeerError: no replacement in time."""
+        assert self.options.job is not None and self.rejoin_since is not None
+        since, self.rejoin_since = self.rejoin_since, None
+        timeout = self.options.restart.rejoin_timeout
+        settings = dataclasses.replace(self.options.job, wait_timeout=timeout)
+        where = f"{settings.host}:{settings.port}"
+        if self.client is not None:
+            self.client.close()
+        self.client = ChannelClient(self.loop, settings, self._heard, self.on_lost)
+        self.client.join(interrupted, what=f"node 0's replacement at {where} (job channel)")
+        if self.client.sock is not None:
+            waited = round(self.loop.now() - since, 3)
+            failure = self.heard_failure or self.lost_node_0
+            resume = {"t": "resume", "attempt": self.heard_attempt, "failure": failure}
+            self.client.send({**resume, "waited": waited})
 
     def report(self, message: Message) -> None:
         """Tell the job (node 0's coordinator, wherever it runs)."""

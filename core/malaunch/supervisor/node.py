@@ -2,47 +2,44 @@
 signals, the job channel, the heartbeats and each attempt's processes.
 
 The job's decisions are the :class:`~malaunch.job.coordinator.Coordinator`'s, reached through
-the :class:`~malaunch.supervisor.link.JobLink`. This module joins the job, prepares (data
-staging's stage-in, in a thread: :mod:`malaunch.supervisor.prepare`) and says ``ready``, starts
-attempts when told ``start``, hands local events to the
-:class:`~malaunch.supervisor.attempt.Attempt`, and ends when an attempt is over with a final
-verdict. A preparation that fails is reported to the job before this launcher exits with its
-error, so that the job's ``stop`` reaches every node at once.
+the :class:`~malaunch.supervisor.link.JobLink`. This module joins the job, prepares (the
+stage-in, in a thread: :mod:`malaunch.supervisor.prepare`), says ``ready``, starts attempts
+when told ``start``, hands local events to the :class:`~malaunch.supervisor.attempt.Attempt`,
+redials a lost node 0's replacement once its processes are down, and ends with a final
+verdict. A failed preparation is reported before this launcher exits with its error.
 """
 
 from __future__ import annotations
 
-import os
 import signal
-from typing import Callable, Dict, List, Optional, Tuple
+from functools import partial
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.console import streams as console_streams
 from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
 from malaunch.events import EventLoop
 from malaunch.hang.heartbeat import HeartbeatSocket
 from malaunch.job.protocol import Message
+from malaunch.job.replacement import hosts_of, losses_of
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
-from malaunch.supervisor.attempt import Attempt, describe_failure
+from malaunch.supervisor.attempt import Attempt, StartAgain, describe_failure, waiting_line
 from malaunch.supervisor.containment import Containment
-from malaunch.supervisor.dedup import Deduper, DedupRelay, member
+from malaunch.supervisor.dedup import Deduper
 from malaunch.supervisor.group import Group
 from malaunch.supervisor.link import JobLink
 from malaunch.supervisor.options import SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
-from malaunch.supervisor.output import (
-    ConsoleWriter,
-    LineRelay,
-    RankSelection,
-    console_prefix,
-)
+from malaunch.supervisor.output import ConsoleWriter, LineRelay, RankSelection
 from malaunch.supervisor.prepare import CLOSE_WAIT, PreparationThread
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
-from malaunch.supervisor.spawn import Child, make_child_setup, spawn
+from malaunch.supervisor.spawn import Child
+from malaunch.supervisor.starting import relay_for, runtime_env, start_processes
 
-Replan = Callable[[int, Optional[int]], LaunchPlan]
+# (attempt, node 0's fresh rendezvous port, replaced nodes' addresses) -> that attempt's plan
+Replan = Callable[[int, Optional[int], Mapping[int, str]], LaunchPlan]
 
 
 class NodeRun:
@@ -121,6 +118,10 @@ class NodeRun:
                 verdict = attempt.outcome.verdict or {}
                 if verdict.get("t") == "finish" or verdict.get("final", True):
                     self.finished = True
+                elif attempt.outcome.launcher_signal is not None:
+                    self.finished = True  # it leaves; the others wait for its replacement
+        if self.attempt is None and not self.finished and self.link.rejoin_since is not None:
+            self._rejoin()
         return self.finished and self.preparing is None  # a cancelled stage-in ends first
 
     # -- preparing ------------------------------------------------------------------------
@@ -162,26 +163,43 @@ class NodeRun:
             if not self.finished and not self.prepared:
                 self.prepared = True
                 self._prepare()
+            elif self.prepared and self.preparing is None and self.error is None:
+                # A replacement joined (or a new node 0): this node has prepared already.
+                self.link.report({"t": "ready", "attempt": self.link.attempt})
         elif kind == "start":
             self._start(message)
         elif self.attempt is not None:
             self.attempt.on_command(message)
-        elif kind == "stop" and (message.get("final", True) or self.finished):
-            self._stopped_between_attempts(message)
+        elif kind == "stop":
+            self._between_attempts(message)
+
+    def _between_attempts(self, stop: Message) -> None:
+        if stop.get("final", True) or self.finished:
+            self._stopped_between_attempts(stop)
+        elif stop.get("replace") is not None:
+            logger.warning(waiting_line(stop))  # a loss while the job restarts
 
     def _on_lost(self, reason: str) -> None:
-        """Node 0's launcher is gone: this node stops as if node 0 had failed."""
+        """Node 0's launcher is gone: this node stops as if node 0 had failed, and, while
+        restarts remain, waits for node 0's replacement once its processes are down."""
         if self.finished:
             return
-        stop = {
-            "t": "stop",
-            "final": True,
-            "failure": {"kind": "lost", "node": 0, "rank": None, "code": None, "reason": reason},
-        }
+        stop = self.link.lose_node_0(reason)
         if self.attempt is not None:
             self.attempt.on_command({**stop, "attempt": self.attempt.number})
         else:
-            self._stopped_between_attempts(stop)
+            self._between_attempts(stop)
+
+    def _rejoin(self) -> None:
+        """Redial node 0's replacement (the loop waits: nothing of this node runs now)."""
+        try:
+            self.link.rejoin(self._interrupted)
+        except PeerError as exc:
+            logger.error(str(exc))
+            self._stopped_between_attempts(self.link.never_came_back())
+            return
+        if self.pending_signals:
+            self._signalled_between_attempts(self.pending_signals[0])
 
     def _stopped_between_attempts(self, message: Message) -> None:
         if self.finished:
@@ -196,9 +214,16 @@ class NodeRun:
                 f"node launchers {failure.get('nodes')} never joined the job channel within "
                 f"--wait-timeout (is malaunch started on every node, with the same --job-port?)"
             )
+            return
+        logger.warning(f"{describe_failure(failure)}: stopping")
+        last = self.outcomes[-1] if self.outcomes else None
+        if last is not None and last.children and (last.verdict or {}).get("final") is False:
+            # The attempt that ended waiting for a replacement: this is how it ends.
+            last.verdict = message
+            last.losses = losses_of(message) or last.losses
         else:
-            logger.warning(f"{describe_failure(failure)}: stopping")
-            self.outcomes.append(Outcome([], node=self.node, verdict=message))
+            number = self.link.attempt
+            self.outcomes.append(Outcome([], node=self.node, attempt=number, verdict=message))
 
     # -- attempts -------------------------------------------------------------------------
 
@@ -209,11 +234,14 @@ class NodeRun:
         self.started = True
         port = message.get("master_port")
         plan = self.plan
+        if self.outcomes and losses_of(message):
+            self.outcomes[-1].losses = losses_of(message)  # the attempt that ended lost them
         if number > 0:
             logger.warning(f"starting attempt {number} of the job")
             if self.replan is not None:
-                plan = self.replan(number, port if isinstance(port, int) else None)
-        children, error = self._spawn(plan, number)
+                port = port if isinstance(port, int) else None
+                plan = self.replan(number, port, hosts_of(message))
+        children, error = self._spawn(plan.processes, number)
         group = Group(
             self.loop,
             children,
@@ -235,6 +263,7 @@ class NodeRun:
             fail_fast=self.options.fail_fast,
             straggler_timeout=self.options.straggler_timeout,
             tail_lines=self.options.tail_lines,
+            replace_lost=self._replace_lost(number),
         )
         if error is not None:
             self.attempt.abort(error)
@@ -243,47 +272,33 @@ class NodeRun:
         logger.debug(f"started {len(children)} processes (attempt {number})")
         group.reap()  # exits that happened while signals were blocked
 
-    def _spawn(self, plan: LaunchPlan, number: int) -> Tuple[List[Child], Optional[LaunchError]]:
-        children: List[Child] = []
-        environ = dict(os.environ if self.options.environ is None else self.options.environ)
-        extra = self._extra_env()
-        with self.wakeup.blocked() as mask:
-            setup = make_child_setup(
-                os.getpid(), self.wakeup.handled, mask, self.containment.join_file
-            )
-            for spec in plan.processes:
-                relay = self._relay(spec) if self.selection.selects(spec) else None
-                try:
-                    child = spawn(
-                        spec,
-                        environ=environ,
-                        attempt=number,
-                        setup=setup,
-                        relay=relay,
-                        clock=self.options.clock,
-                        extra_env=extra,
-                    )
-                except LaunchError as exc:
-                    return children, exc
-                self.reaper.watch(child.pid)
-                children.append(child)
-        return children, None
+    def _spawn(
+        self, specs: Sequence[ProcessSpec], number: int, append: Optional[bool] = None
+    ) -> Tuple[List[Child], Optional[LaunchError]]:
+        return start_processes(
+            specs,
+            number=number,
+            environ=self.options.environ,
+            wakeup=self.wakeup,
+            containment=self.containment,
+            reaper=self.reaper,
+            relay_of=self._relay,
+            clock=self.options.clock,
+            extra_env=runtime_env(self.options.hang, self.heartbeat),
+            append=append,
+        )
 
-    def _relay(self, spec: ProcessSpec) -> LineRelay:
-        """What copies a process's lines to the console (through the deduper with dedup)."""
-        topology = self.plan.topology
-        fields = {"node": topology.node_rank, "host": topology.this_node.host}
-        if self.deduper is not None:
-            return DedupRelay(member(spec, self.options.console_prefix, **fields), self.deduper)
-        prefix = console_prefix(spec, self.options.console_prefix, **fields)
-        return LineRelay(prefix, self.console, escape=not self.options.console_raw)
+    def _replace_lost(self, number: int) -> Optional[Tuple[float, StartAgain]]:
+        delay = self.options.replace_lost
+        return None if delay is None else (delay, partial(self._start_again, number=number))
 
-    def _extra_env(self) -> Dict[str, str]:
-        hang = self.options.hang
-        if hang is None or self.heartbeat is None:
-            return {}
-        # faulthandler is the stack fallback when py-spy cannot read a rank (hang.stacks)
-        return {**self.heartbeat.env(hang.beat_interval), "PYTHONFAULTHANDLER": "1"}
+    def _start_again(self, child: Child, number: int) -> Tuple[List[Child], Optional[LaunchError]]:
+        return self._spawn([child.spec], number, append=True)
+
+    def _relay(self, spec: ProcessSpec) -> Optional[LineRelay]:
+        if not self.selection.selects(spec):
+            return None
+        return relay_for(spec, self.plan.topology, self.options, self.console, self.deduper)
 
     # -- signals and heartbeats -----------------------------------------------------------
 
@@ -362,17 +377,8 @@ class NodeRun:
         return bool(self.pending_signals)
 
     def _on_beat(self, text: str) -> None:
-        attempt = self.attempt
-        if attempt is None:
-            return
-        children = [c for c in attempt.group.children if c.running and not c.spec.service]
-        chosen = [c for c in children if str(c.spec.rank) == text] or (
-            children if len(children) == 1 else []
-        )
-        now = self.loop.now()
-        for child in chosen:
-            child.last_activity = now
-            child.heard_from = True
+        if self.attempt is not None:
+            self.attempt.heard_beat(text)
 
     def _close(self) -> None:
         if self.preparing is not None:

@@ -64,8 +64,10 @@ class SuperviseOptions:
     node's summary instead, which holds its rank's tail, not the node launcher's console).
     ``console_prefix``: a template with ``{node}``, ``{host}``, ``{rank}``, ``{local_rank}``,
     ``{role}`` (None: ``[rank N]``); ``console_dedup``: fold identical lines of many ranks.
-    ``prepare`` runs once every node has joined the job, before attempt 0 (data staging's
-    stage-in); ``finish`` runs once the last attempt's processes have ended, before the
+    ``replace_lost``: a process killed by a signal while others run is started again after
+    that many seconds (``simulate --replace-lost``: a node launcher, as a kubelet restarts a
+    container). ``prepare`` runs once every node has joined the job, before attempt 0 (data
+    staging's stage-in); ``finish`` runs once the last attempt's processes have ended, before the
     summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
     only when an attempt has started (a job stopped before its start uploads nothing).
     ``success_policy``: when the job has succeeded, ``all-workers`` or ``chief``
@@ -95,5 +97,6 @@ class SuperviseOptions:
     console_raw: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
+    replace_lost: Optional[float] = None
     success_policy: str = ALL_WORKERS
     run_started: Optional[Callable[[], None]] = None

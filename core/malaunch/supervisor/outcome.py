@@ -100,6 +100,7 @@ class Outcome:
     hang_detected: Optional[Dict[str, Any]] = None
     verdict: Optional[Message] = None  # the job's "stop" or "finish" for this attempt
     safety_net: bool = False
+    losses: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # nodes it lost
 
     @property
     def job_failure(self) -> Optional[Dict[str, Any]]:

@@ -165,11 +165,13 @@ def spawn(
     relay: Optional[LineRelay],
     clock: Clock,
     extra_env: Optional[Mapping[str, str]] = None,
+    append: Optional[bool] = None,
 ) -> Child:
     """Start one process of the plan; LaunchError (71) names the process if it cannot start.
 
     ``extra_env`` is what the launcher adds at run time (heartbeat address, faulthandler) and
-    a variable the plan or the user already set wins over it.
+    a variable the plan or the user already set wins over it. The log is appended to from
+    attempt 1 on (``append`` decides otherwise: a process started again within an attempt).
     """
     counts = dict.fromkeys((RESTART_VAR, *spec.attempt_env), str(attempt))
     env = {**environ, **(extra_env or {}), **spec.env, **counts}
@@ -181,7 +183,7 @@ def spawn(
             # An error file left by an earlier attempt or run must not be read as this one's.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(spec.error_file)
-        log_fd = open_log(spec.log_file, append=attempt > 0)
+        log_fd = open_log(spec.log_file, append=attempt > 0 if append is None else append)
     except OSError as exc:
         msg = f"cannot start {describe(spec)}: {exc.filename}: {exc.strerror}"
         raise LaunchError(msg) from exc

@@ -14,7 +14,10 @@ JSON shape (a contract for platforms and tests)::
      "hang": {hang record} | null,                  # --hang-timeout: rank, node, seconds
                                                     # silent, stack_file, culprits, groups
      "restarts": int,
-     "attempts": [{"attempt", "exit_code", "failure", "decision", "delay"}],
+     "attempts": [{"attempt", "exit_code", "failure", "decision", "delay",
+                   "losses": [{"node", "lost_at", "rejoin_seconds"}]}],   # nodes lost in it:
+                                                    # when (epoch s), and how long until its
+                                                    # replacement joined (null: never)
      "processes": [{"role", "rank", "local_rank", "pid", "exit_code", "signal",
                     "start_time", "end_time", "log_file", "service",
                     "cpus"}],                      # cpus: --cpu-bind's CPU list, or null
@@ -106,7 +109,8 @@ def build_summary(
         "stopped_by": job_failure if last.exit_code == ExitCode.PEER_FAILED else None,
         "job_failure": job_failure,
         "hang": last.hang,
-        "restarts": len(outcomes) - 1,
+        # The attempt number (a replacement launcher joins the job at attempt N, not 0).
+        "restarts": max((o.attempt for o in outcomes if o.children), default=0),
         "attempts": [_attempt_entry(outcome) for outcome in outcomes],
         "processes": [process_entry(child) for child in last.children],
     }
@@ -120,6 +124,7 @@ def _attempt_entry(outcome: Outcome) -> Dict[str, Any]:
         "failure": outcome.job_failure,
         "decision": verdict.get("decision"),
         "delay": verdict.get("delay"),
+        "losses": outcome.losses,
     }
 
 

@@ -9,13 +9,13 @@ death with the launcher) and watched by :mod:`malaunch.supervisor.group`.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 from malaunch import console
 from malaunch.log import escape_controls, logger
 from malaunch.models import LaunchPlan
 from malaunch.supervisor.containment import Containment
-from malaunch.supervisor.node import NodeRun
+from malaunch.supervisor.node import NodeRun, Replan
 from malaunch.supervisor.options import Finished, SuperviseOptions
 from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import parse_console_ranks
@@ -30,18 +30,18 @@ __all__ = ["Outcome", "SuperviseOptions", "supervise"]
 def supervise(
     plan: LaunchPlan,
     options: SuperviseOptions,
-    replan: Optional[Callable[[int, Optional[int]], LaunchPlan]] = None,
+    replan: Optional[Replan] = None,
 ) -> int:
     """Run the plan to the end and return the launcher's exit code (SPEC §3).
 
-    ``replan(attempt, master_port)`` builds the plan of restart ``attempt`` (1, 2, ...),
-    re-reading the topology, with the fresh rendezvous port node 0 chose (or None); without it
-    a restart runs the same plan again. Raises LaunchError (71) when a process cannot be
-    started, after stopping those that were, or before starting any when the open-files
-    limit cannot hold them all (:func:`~malaunch.supervisor.preflight.check_open_files`);
-    PeerError (69) when the job's other node launchers did not join in time; and the error
-    of ``options.prepare`` (data staging's stage-in: 64, 65, 66, 74) when it failed on this
-    node.
+    ``replan(attempt, master_port, hosts)`` builds the plan of restart ``attempt`` (1, 2,
+    ...), re-reading the topology, with the fresh rendezvous port node 0 chose (or None) and
+    the addresses replaced nodes came from; without it a restart runs the same plan again.
+    Raises LaunchError (71) when a process cannot be started, after stopping those that
+    were, or before starting any when the open-files limit cannot hold them all
+    (:func:`~malaunch.supervisor.preflight.check_open_files`); PeerError (69) when the job's
+    other node launchers did not join in time; and the error of ``options.prepare`` (data
+    staging's stage-in: 64, 65, 66, 74) when it failed on this node.
     """
     selection = parse_console_ranks(options.console_ranks)
     job = options.job

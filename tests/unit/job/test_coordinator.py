@@ -348,25 +348,32 @@ def test_restarts_until_used_up() -> None:
     assert job.scheduler.calls == []
 
 
-def test_lost_node_is_never_restarted() -> None:
-    job = Job(nnodes=3, policy=RESTARTING)
+@pytest.mark.parametrize(
+    ("policy", "decision"),
+    [
+        (RestartPolicy(), "no restarts allowed (--max-restarts 0)"),
+        (
+            RestartPolicy(max_restarts=2, rejoin_timeout=0),
+            "--rejoin-timeout 0: a lost node is not replaced",
+        ),
+    ],
+)
+def test_lost_node_ends_the_job_when_it_cannot_be_replaced(
+    policy: RestartPolicy, decision: str
+) -> None:
+    job = Job(nnodes=3, policy=policy)
     job.start()
     job.coordinator.lost(2)
     failure = {"kind": "lost", "node": 2, "rank": None, "code": None}
     assert job.transport.take() == [
-        {
-            "t": "stop",
-            "attempt": 0,
-            "final": True,
-            "failure": failure,
-            "decision": "a failure of kind 'lost' is never restarted",
-        }
+        {"t": "stop", "attempt": 0, "final": True, "failure": failure, "decision": decision}
     ]
     assert job.coordinator.phase == "over"
 
 
-def test_lost_node_while_restarting_ends_the_job() -> None:
-    job = Job(nnodes=2, policy=RESTARTING, uniform=quarter)
+def test_lost_node_while_restarting_ends_the_job_without_replacement() -> None:
+    policy = RestartPolicy(max_restarts=2, backoff=(2.0, 30.0), rejoin_timeout=0)
+    job = Job(nnodes=2, policy=policy, uniform=quarter)
     job.start()
     job.report(0, "failed", failure=FAILURE)
     job.transport.take()
@@ -381,7 +388,7 @@ def test_lost_node_while_restarting_ends_the_job() -> None:
             "attempt": 0,
             "final": True,
             "failure": lost,
-            "decision": "a node was lost while the job restarted",
+            "decision": "--rejoin-timeout 0: a lost node is not replaced",
         }
     ]
     job.scheduler.calls.pop()[1]()  # the back-off ends: nothing starts any more

@@ -146,6 +146,7 @@ def test_settings_of_a_node() -> None:
         token=derive_token(["j", 3, 6, 29500, None], 29501, ""),
         heartbeat_timeout=2.0,
         wait_timeout=30.0,
+        own_host="192.0.2.13",  # its hello says it: a replacement's address may be new
     )
     assert not settings.serves
     assert settings.heartbeat_interval == pytest.approx(0.4)

@@ -153,7 +153,9 @@ def test_volcano_torch_master_and_workers_with_the_pytorch_plugin() -> None:
 def test_volcano_policies_are_keyed_on_malaunch_exit_codes() -> None:
     spec = job("volcano-torch")["spec"]
     assert spec["policies"] == [
-        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodEvicted", "action": "RestartPod"},  # a lost node: its pod alone
+        {"exitCode": 137, "action": "RestartPod"},  # its launcher killed
+        {"exitCode": 143, "action": "RestartPod"},  # its launcher stopped
         {"exitCode": 69, "action": "RestartJob"},
         {"exitCode": 64, "action": "TerminateJob"},
         {"exitCode": 65, "action": "TerminateJob"},
@@ -204,7 +206,8 @@ def test_pytorchjob() -> None:
     for container in containers(doc).values():
         assert container["name"] == "pytorch"
         assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]
-    assert spec["pytorchReplicaSpecs"]["Master"]["restartPolicy"] == "Never"
+    # a pod whose launcher was killed (137) or stopped (143) is recreated alone and rejoins
+    assert {r["restartPolicy"] for r in spec["pytorchReplicaSpecs"].values()} == {"ExitCode"}
     template = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert template["terminationGracePeriodSeconds"] == 75
     assert "restartPolicy" not in template  # the replica's wins; the operator warns otherwise
@@ -229,6 +232,7 @@ def test_ascendjob_pytorch() -> None:
     doc = docs[0]
     assert doc["metadata"]["labels"] == {
         "framework": "pytorch", "ring-controller.atlas": "ascend-910b",
+        "fault-scheduling": "force", "pod-rescheduling": "on",  # a lost pod comes back alone
     }  # fmt: skip
     spec = doc["spec"]
     assert spec["runPolicy"] == {"schedulingPolicy": {"minAvailable": 2, "queue": "default"}}

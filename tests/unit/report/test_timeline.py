@@ -6,12 +6,13 @@ import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
 import pytest
 
 from malaunch.report.collect import collect
 from malaunch.report.model import JobReport
+from malaunch.report.sections import attempts
 from malaunch.report.timeline import _step, timeline_svg
 
 from .runs import HOSTILE, T0, Launcher, iso, restarted_job
@@ -129,3 +130,34 @@ def test_a_run_without_times_says_so(tmp_path: Path) -> None:
 def test_ticks_are_round_and_at_most_ten(span: float, step: float) -> None:
     assert _step(span) == pytest.approx(step)
     assert span / _step(span) <= 10
+
+
+def with_losses(root: Path, losses: List[Dict[str, Any]]) -> Path:
+    """The restarted job, its attempt 0 having lost nodes (as every node's summary says)."""
+    directory = restarted_job(root)
+    for node in (0, 1):
+        path = directory / f"node-{node}" / "malaunch-summary.json"
+        summary = json.loads(path.read_text())
+        summary["attempts"][0]["losses"] = losses
+        path.write_text(json.dumps(summary))
+    return directory
+
+
+def test_a_lost_node_and_its_replacement_are_marked_and_counted(tmp_path: Path) -> None:
+    loss = {"node": 1, "lost_at": T0 + 2.0, "rejoin_seconds": 1.5}
+    job = collect(with_losses(tmp_path / "sim", [loss]))
+    [found] = job.losses
+    assert (found.attempt, found.node, found.rejoined_at) == (0, 1, T0 + 3.5)  # told twice: once
+    svg = parse(job)
+    markers = {g.findtext(f"{SVG}text") for g in svg.iter(f"{SVG}g") if g.get("class") == "marker"}
+    assert markers == {"attempt 1", "node 1 lost", "node 1 rejoined"}
+    table = attempts(job)
+    assert "<th>nodes lost</th>" in table and "<td>node 1, replaced after 1.5 s</td>" in table
+
+
+def test_a_replacement_that_never_came_has_no_rejoin_mark(tmp_path: Path) -> None:
+    loss = {"node": 1, "lost_at": T0 + 2.0, "rejoin_seconds": None}
+    job = collect(with_losses(tmp_path / "sim", [loss]))
+    svg = parse(job)
+    markers = [g.findtext(f"{SVG}text") for g in svg.iter(f"{SVG}g") if g.get("class") == "marker"]
+    assert "node 1 lost" in markers and "node 1 rejoined" not in markers

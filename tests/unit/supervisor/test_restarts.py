@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 from jobs import Job
 
@@ -50,8 +50,9 @@ def test_replan_builds_each_restart(job: Job) -> None:
     seen = job.root / "seen.txt"
     calls: List[int] = []
 
-    def replan(attempt: int, master_port: Optional[int]) -> LaunchPlan:
+    def replan(attempt: int, master_port: Optional[int], hosts: Mapping[int, str]) -> LaunchPlan:
         assert master_port is None  # the test plan names no rendezvous port to refresh
+        assert hosts == {}  # no node was replaced
         calls.append(attempt)
         # A re-read topology may differ: here the second plan has a second rank.
         specs = [job.spec(rank, "--env-out", str(seen), "--fail-before", "2") for rank in range(2)]

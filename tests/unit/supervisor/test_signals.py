@@ -9,7 +9,7 @@ from typing import Any, List
 import pytest
 from jobs import Job
 
-import malaunch.supervisor.node
+import malaunch.supervisor.starting
 from malaunch.errors import UsageError
 from malaunch.supervisor.signals import parse_signal_names
 from malaunch.supervisor.spawn import spawn
@@ -62,7 +62,7 @@ def test_signal_while_spawning_32_leaves_nothing(job: Job, monkeypatch: Any) -> 
             os.kill(os.getpid(), signal.SIGTERM)
         return child
 
-    monkeypatch.setattr(malaunch.supervisor.node, "spawn", spawn_and_signal)
+    monkeypatch.setattr(malaunch.supervisor.starting, "spawn", spawn_and_signal)
     specs = [job.spec(rank, "--sleep", "60") for rank in range(32)]
     assert job.run(job.plan(*specs)) == 128 + signal.SIGTERM
     processes = job.summary()["processes"]
