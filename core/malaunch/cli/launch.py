@@ -142,51 +142,70 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         plan_options = plan_options.model_copy(
             update={"job_port": job.port if job is not None else None}
         )
-        plan = plan_here(topology)
-        success = success_policy(plan.topology, params["success_policy"])
-        warn_about_missing_data(plan.topology)
         if params["dry_run"]:
-            click.echo(plan_json(plan, mappings))
-            return int(ExitCode.OK)
+            return dry_run(plan_here(topology), params, mappings)
         # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
         # stay light.
-        from malaunch.supervisor.preflight import check_ports  # noqa: PLC0415 (start-up)
-        from malaunch.supervisor.supervise import SuperviseOptions, supervise  # noqa: PLC0415 (start-up)
+        from malaunch.supervisor import preflight, prestart, supervise  # noqa: PLC0415 (start-up)
 
-        check_ports(plan, job.port if job is not None else None)
-        staged = None
-        if mappings:
-            # Stage-in runs inside supervise(), once this node has joined the job: its failure
-            # then stops every node, and a long one does not count against --wait-timeout.
-            staged = StagingStep(
-                mappings,
-                os.environ,
-                plan.topology,
-                launch_dir=os.getcwd(),
-                sync_interval=params["sync_interval"],
+        preflight.check_job_port(topology, job.port if job is not None else None)
+        # Node 0 listens on the job port from here: whatever fails before the start is told to
+        # every node (malaunch.supervisor.prestart), which then stops at once, not at
+        # --wait-timeout.
+        with prestart.failures_told(prestart.EarlyChannel(job)) as channel:
+            plan = plan_here(topology)
+            success = success_policy(plan.topology, params["success_policy"])
+            warn_about_missing_data(plan.topology)
+            preflight.check_ports(plan)
+            staged = staging_step(mappings, plan, params)
+            options = supervise.SuperviseOptions(
+                log_dir=str(log_dir),
+                console_ranks=params["console_ranks"],
+                grace_period=params["grace_period"],
+                restart=restart,
+                forward_signals=forward_signals,
+                job=job,
+                hang=hang,
+                tail_lines=params["tail_lines"],
+                console_prefix=params["console_prefix"],
+                console_dedup=params["console_dedup"],
+                console_raw=params["console_raw"],
+                prepare=staged,
+                finish=staged.finish if staged is not None else None,
+                success_policy=success,
+                run_started=run.started,
+                channel=channel,
             )
-        options = SuperviseOptions(
-            log_dir=str(log_dir),
-            console_ranks=params["console_ranks"],
-            grace_period=params["grace_period"],
-            restart=restart,
-            forward_signals=forward_signals,
-            job=job,
-            hang=hang,
-            tail_lines=params["tail_lines"],
-            console_prefix=params["console_prefix"],
-            console_dedup=params["console_dedup"],
-            console_raw=params["console_raw"],
-            prepare=staged,
-            finish=staged.finish if staged is not None else None,
-            success_policy=success,
-            run_started=run.started,
-        )
-        try:
-            return supervise(plan, options, replan=make_plan)
-        finally:
-            if staged is not None:
-                staged.cancel()  # after an error: the periodic uploads stop with the launcher
+            try:
+                return supervise.supervise(plan, options, replan=make_plan)
+            finally:
+                if staged is not None:
+                    staged.cancel()  # after an error: the periodic uploads stop with the launcher
+
+
+def dry_run(plan: LaunchPlan, params: Dict[str, Any], mappings: Sequence[StageMapping]) -> int:
+    """``--dry-run``: the plan as JSON, after the checks a launch makes of it."""
+    success_policy(plan.topology, params["success_policy"])
+    warn_about_missing_data(plan.topology)
+    click.echo(plan_json(plan, mappings))
+    return int(ExitCode.OK)
+
+
+def staging_step(
+    mappings: Sequence[StageMapping], plan: LaunchPlan, params: Dict[str, Any]
+) -> Optional[StagingStep]:
+    """Data staging for this launch, None without mappings. The stage-in runs inside
+    supervise(), once this node has joined the job: its failure then stops every node, and a
+    long one does not count against --wait-timeout."""
+    if not mappings:
+        return None
+    return StagingStep(
+        mappings,
+        os.environ,
+        plan.topology,
+        launch_dir=os.getcwd(),
+        sync_interval=params["sync_interval"],
+    )
 
 
 def plan_inputs(
