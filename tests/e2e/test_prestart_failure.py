@@ -151,3 +151,20 @@ def test_a_node_that_cannot_reach_node_0_still_exits_with_its_own_error(tmp_path
         "malaunch: warning: could not tell node 0 why this node cannot start: node 0's "
         "launcher at 127.0.0.1:"
     )
+
+
+def test_node_0_that_refused_leaves_on_sigterm_with_its_own_error(tmp_path: Path) -> None:
+    nodes = refusing_nodes(tmp_path, 2, refuse_on=0)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start(0)
+        deadline = time.monotonic() + TOLD_WITHIN
+        while "telling the job" not in launchers.output(0) and time.monotonic() < deadline:
+            time.sleep(0.05)  # it said why at once, and waits for node 1 to join
+        launchers.procs[0].send_signal(signal.SIGTERM)
+        assert launchers.wait(TOLD_WITHIN) == {0: 64}, launchers.output()
+    assert launchers.output(0).splitlines() == [
+        "malaunch: warning: this node cannot start (refuser: node 0 will not plan this job): "
+        "telling the job",
+        "malaunch: warning: signalled: the node launchers still to join go untold",
+        "malaunch: error: refuser: node 0 will not plan this job",
+    ]

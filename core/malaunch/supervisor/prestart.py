@@ -20,6 +20,7 @@ The nodes told exit 75 (stopped by another node), the failure and its reason in 
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -79,6 +80,7 @@ def failures_told(channel: EarlyChannel) -> Iterator[EarlyChannel]:
         if settings is None or channel.adopted:
             raise
         failure = prestart_failure(exc, settings.node_rank)
+        logger.warning(f"this node cannot start ({failure['reason']}): telling the job")
         if settings.serves:
             assert channel.listener is not None
             tell_every_node(settings, channel.adopt(), failure)
@@ -149,11 +151,31 @@ def tell_every_node(
 
     progress()
     try:
-        loop.run_until(lambda: coordinator.phase != "telling")
+        with _leaving_on_signals():
+            loop.run_until(lambda: coordinator.phase != "telling")
+    except _Leave:
+        logger.warning("signalled: the node launchers still to join go untold")
     finally:
         waiting.done()
         server.close()
         loop.close()
+
+
+class _Leave(Exception):
+    """SIGTERM or SIGINT while node 0 tells the others: it leaves with its own error."""
+
+
+@contextlib.contextmanager
+def _leaving_on_signals() -> Iterator[None]:
+    def leave(signum: int, frame: object) -> None:
+        raise _Leave
+
+    before = {signum: signal.signal(signum, leave) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def tell_node_0(settings: JobSettings, failure: Dict[str, Any]) -> None:
