@@ -218,7 +218,8 @@ def test_a_malaunch_worker_that_runs_malaunch_again_is_refused(
     )  # fmt: skip
     assert result.code == 0, result.stderr
     assert (
-        "[rank 0] inner 65 malaunch: error: nested launch: MALAUNCH_CONTEXT and GROUP_RANK are "
-        "set, so this runs inside a malaunch worker that already has its rank; run the command "
-        "itself there, or start a separate job on purpose with --topology local"
+        "[rank 0] inner 65 malaunch: error: nested launch: MALAUNCH_CONTEXT, TORCHELASTIC_RUN_ID "
+        "and GROUP_RANK are set, so this runs inside a malaunch worker that already has its "
+        "rank; run the command itself there, or start a separate job on purpose with --topology "
+        "local"
     ) in result.stdout

@@ -80,7 +80,8 @@ def check_not_nested(env: Mapping[str, str], declared: Sequence[Tuple[str, str]]
             seen.append((name, who))
     if not seen:
         return
-    names = " and ".join(name for name, _ in seen)
+    named = [name for name, _ in seen]
+    names = " and ".join([", ".join(named[:-1]), named[-1]]) if len(named) > 1 else named[0]
     verb = "is" if len(seen) == 1 else "are"
     who = seen[0][1]
     msg = (
