@@ -105,15 +105,9 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
     :raises NotAFile: a FIFO, device or socket.
     :raises TooLarge: more than ``limit`` bytes.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = _open_regular(path)
     try:
         info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-        if not stat.S_ISREG(info.st_mode):
-            raise NotAFile(
-                errno.EINVAL, f"is a {kind_of(info.st_mode)}, not a regular file", str(path)
-            )
         if info.st_size > limit:
             raise TooLarge(errno.EFBIG, f"is {info.st_size} bytes, more than {limit}", str(path))
         chunks: List[bytes] = []
@@ -128,6 +122,33 @@ def read_regular(path: Union[str, Path], limit: int) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
+
+
+def read_head(path: Union[str, Path], size: int) -> bytes:
+    """The first ``size`` bytes (or fewer) of a regular file, without ever blocking; raises
+    as :func:`read_regular` does, but never :class:`TooLarge`."""
+    fd = _open_regular(path)
+    try:
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: Union[str, Path]) -> int:
+    """A descriptor of ``path`` opened non-blocking, refused unless a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(
+                errno.EINVAL, f"is a {kind_of(info.st_mode)}, not a regular file", str(path)
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def output_path(target: Union[str, Path], name: str) -> Path:

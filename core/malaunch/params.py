@@ -24,14 +24,17 @@ import click
 from malaunch.errors import TopologyError, UsageError
 from malaunch.numbers import MAX_DIGITS, MAX_SECONDS, parse_int, parse_seconds
 from malaunch.topology.envparse import parse_host
+from malaunch.wording import did_you_mean
 
 # click 8.2+ makes ParamType generic; Python 3.9 gets click 8.1, where it is not subscriptable.
 if TYPE_CHECKING:
     IntType = click.ParamType[int]
     FloatType = click.ParamType[float]
     StrType = click.ParamType[str]
+    ChoiceType = click.Choice[str]
 else:
     IntType = FloatType = StrType = click.ParamType
+    ChoiceType = click.Choice
 
 
 class Integer(IntType):
@@ -147,3 +150,17 @@ class Path(click.Path):
             except ValueError:  # an embedded NUL: no system call takes it
                 self.fail("a path cannot hold a NUL character", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class Choice(ChoiceType):
+    """click's Choice, whose error is the same in every click version and names the closest
+    choice when one is close (``volcan``: did you mean volcano?)."""
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> str:
+        if isinstance(value, str) and value in self.choices:
+            return value
+        shown = ", ".join(str(choice) for choice in self.choices)
+        hint = did_you_mean(str(value), [str(choice) for choice in self.choices])
+        self.fail(f"{str(value)!r} is not one of {shown}{hint}", param, ctx)

@@ -15,8 +15,9 @@ from typing import Any, Dict, Generic, Iterable, List, Mapping, Tuple, TypeVar
 import pluggy
 
 from malaunch import hookspecs
-from malaunch.errors import PluginError
+from malaunch.errors import MalaunchError, PluginError, UsageError
 from malaunch.models import Framework, TopologySource
+from malaunch.wording import closest
 
 ENTRY_POINT_GROUP = "malaunch"
 DISABLE_VAR = "MALAUNCH_DISABLE_PLUGINS"
@@ -51,17 +52,15 @@ class PluginSet:
     hooks: Mapping[str, Tuple[str, ...]]
 
     def framework(self, name: str) -> Framework:
+        """The framework ``name``; see :func:`unknown_name` for a name not installed."""
         if name not in self.frameworks:
-            known = ", ".join(sorted(self.frameworks)) or "none"
-            msg = f"unknown framework {name!r} (installed: {known}); see `malaunch plugins`"
-            raise PluginError(msg)
+            raise unknown_name("framework", name, sorted(self.frameworks))
         return self.frameworks[name].item
 
     def source(self, name: str) -> TopologySource:
+        """The topology source ``name``; see :func:`unknown_name` for a name not installed."""
         if name not in self.sources:
-            known = ", ".join(sorted(self.sources)) or "none"
-            msg = f"unknown topology source {name!r} (installed: {known}, or auto)"
-            raise PluginError(msg)
+            raise unknown_name("topology source", name, sorted(self.sources), auto=True)
         return self.sources[name].item
 
     def launcher_vars(self) -> List[Tuple[str, str]]:
@@ -84,6 +83,17 @@ class PluginSet:
         """Sources that take part in ``--topology auto``, in the order they are tried."""
         found = [r.item for r in self.sources.values() if r.item.detect is not None]
         return sorted(found, key=lambda s: (s.auto_order, s.name))
+
+
+def unknown_name(kind: str, name: str, installed: List[str], auto: bool = False) -> MalaunchError:
+    """A name close to an installed one (or to ``auto``) is a typo: a usage error (64) naming
+    that one. Any other is a plugin that is not installed (78), the installed names listed."""
+    meant = closest(name, [*installed, *(["auto"] if auto else [])])
+    if meant is not None:
+        msg = f"unknown {kind} {name!r} (did you mean {meant}?); see `malaunch plugins`"
+        return UsageError(msg)
+    listed = (", ".join(installed) or "none") + (", or auto" if auto else "")
+    return PluginError(f"unknown {kind} {name!r} (installed: {listed}); see `malaunch plugins`")
 
 
 def _entry_points() -> List[Tuple[metadata.EntryPoint, Origin]]:

@@ -7,6 +7,9 @@ share this one reading of CPython's rules: the interpreter's options come first;
 and ``-c CODE`` end them (what follows is the program's arguments); ``-`` is stdin; the first
 other non-option is the script; ``--`` ends the options; one-letter flags combine (``-uB``);
 ``-W`` and ``-X`` take a value, attached (``-Werror``) or as the next argument.
+
+And one mistake: a Python script given as the program (``train.py`` for ``python train.py``),
+which the kernel cannot start (:func:`forgotten_python`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import dataclasses
 import enum
 import os
 import re
+import shutil
+from pathlib import Path
 from typing import Optional, Sequence, Tuple
+
+from malaunch.files import read_head
 
 # ``python``, ``python3``, ``python3.11``: what a user writes for an interpreter.
 PYTHON_NAME = re.compile(r"python[0-9.]*")
@@ -103,3 +110,37 @@ def _short_flags(argv: Tuple[str, ...], i: int) -> PythonCommand | int:
             # The value is the rest of this argument, or the next one.
             return i + 1 if attached else i + 2
     return i + 1
+
+
+def forgotten_python(command: Sequence[str], cwd: str, path: Optional[str]) -> Optional[str]:
+    """Why ``command``, whose program is a ``.py`` file of ``cwd``, cannot start as written,
+    with the command that can (``did you mean `python train.py`?``); None when it can start or
+    names no such file.
+
+    A program without a ``/`` is looked up on ``path`` only (execvp), never in ``cwd``: there
+    an executable script with a ``#!`` line wants ``./``, any other ``python``. With a ``/``,
+    the file must be executable and start with ``#!``.
+    """
+    program = command[0] if command else ""
+    if not program.endswith(".py"):
+        return None
+    file = Path(cwd, program)
+    if "/" not in program:
+        if shutil.which(program, path=path) is not None or not file.is_file():
+            return None
+        meant = f"./{program}" if _runs_itself(file) else f"python {program}"
+        return f"{program!r} is not a program on PATH: did you mean `{meant}`?"
+    if not file.is_file() or _runs_itself(file):
+        return None
+    why = "is not executable" if not os.access(file, os.X_OK) else "has no #! line"
+    return f"{program!r} {why}: did you mean `python {program}`?"
+
+
+def _runs_itself(file: Path) -> bool:
+    """An executable file starting with ``#!``: the kernel runs it with its interpreter."""
+    if not os.access(file, os.X_OK):
+        return False
+    try:
+        return read_head(file, 2) == b"#!"
+    except OSError:
+        return False

@@ -167,7 +167,7 @@ def test_a_launcher_on_one_cpu_shares_it_for_even(tmp_path: Path) -> None:
     result = launch(tmp_path, "--cpu-bind", "even", cpus={1})
     assert_ranks_ran_as_planned(tmp_path, result, ["1", "1"])
     assert warnings(result) == [
-        "malaunch: warning: --cpu-bind even: 2 processes for 1 CPUs (1): each gets one CPU, "
+        "malaunch: warning: --cpu-bind even: 2 processes for 1 CPU (1): each gets one CPU, "
         "round-robin, shared with others"
     ]
 

@@ -265,7 +265,7 @@ CLI_CASES: List[Case] = [
     # A missing required option or argument: one line that names it and says so.
     tool("simulate-without---nodes", ("simulate", "--platform", "volcano", "--framework",
          "torch_ddp", "--print-env", *HARMLESS), "--nodes", says="required|missing"),
-    tool("validate-without-path", ("ranktable", "validate"), "PATH", says="required|missing"),
+    tool("validate-without-file", ("ranktable", "validate"), "FILE", says="required|missing"),
     tool("convert-without-target", ("ranktable", "convert", "{tmp}/in.json"), "TARGET",
          says="required|missing"),
     # simulate: its own options and the launch options it passes on.

@@ -84,7 +84,7 @@ RENDER = ["render", "volcano", "--nodes", "1", "--framework", "torch_ddp", "--im
         ([*RENDER, "--queue", "", "--", "true"], "--queue"),
         (["logs", "--grep", "", "."], "--grep"),
         (["report", ".", "--html", ""], "--html"),
-        (["ranktable", "validate", ""], "PATH"),
+        (["ranktable", "validate", ""], "FILE"),
     ],
 )  # fmt: skip
 def test_an_empty_value_that_means_nothing_is_refused(args: list[str], option: str) -> None:

@@ -37,7 +37,6 @@ RESOURCE = (
         ("--namespace", "team-a.dev", NAMESPACE),  # a label: no dots
         ("--namespace", "-team", NAMESPACE),
         ("--namespace", "a" * 64, NAMESPACE),
-        ("--namespace", "", NAMESPACE),
         ("--namespace", "team\nb", NAMESPACE),
         ("--queue", "a b", QUEUE),
         ("--queue", "Default", QUEUE),

@@ -450,7 +450,7 @@ def test_a_node_stopped_during_a_restarts_back_off_stops_the_job(tmp_path: Path)
     with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
         launchers.start_all()
         deadline = time.monotonic() + 60
-        while "restarting the job" not in launchers.output(0):
+        while "restart 1 of 1 after a" not in launchers.output(0):
             assert time.monotonic() < deadline, launchers.output()
             time.sleep(0.05)
         launchers.procs[1].send_signal(signal.SIGTERM)

@@ -18,7 +18,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
 
-from malaunch.testing import clean_env, malaunch_executable
+from malaunch.testing import clean_env, malaunch_executable, run_dir
 
 RANKS = 1000
 
@@ -80,7 +80,7 @@ def test_1000_ranks_start_under_a_soft_limit_of_1024(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Too many open files" not in proc.stderr
     assert "[rank 0] 1024\n" in proc.stdout
-    logs = sorted((tmp_path / "logs").glob("worker-*.log"))
+    logs = sorted(run_dir(tmp_path / "logs").glob("worker-*.log"))
     assert len(logs) == RANKS
     assert {path.read_text() for path in logs} == {"1024\n"}
 

@@ -248,8 +248,8 @@ def test_help_names_the_targets() -> None:
                 "ascend-9000",
                 *COMMAND,
             ],
-            "--accelerator-type: 'ascend-9000' is not one of 'ascend-910b', 'ascend-910', "
-            "'ascend-npu', 'ascend-310P', 'ascend-310'.",
+            "--accelerator-type: 'ascend-9000' is not one of ascend-910b, ascend-910, "
+            "ascend-npu, ascend-310P, ascend-310 (did you mean ascend-910?)",
         ),
     ],
 )

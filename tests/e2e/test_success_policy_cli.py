@@ -49,7 +49,7 @@ def test_with_a_chief_the_job_succeeds_when_the_chief_does(tmp_path: Path) -> No
         assert decision == "the chief succeeded (--success-policy chief)"
     chief = node_summary(tmp_path, 0)
     assert (chief["exit_code"], chief["processes"][0]["exit_code"]) == (0, 0)
-    assert "the chief succeeded (--success-policy chief); stopping 1 processes" in result.stdout
+    assert "the chief succeeded (--success-policy chief); stopping 1 process" in result.stdout
     assert wait_gone(recorded_pids(out)) == []
 
 

@@ -42,7 +42,7 @@ def test_volcano_summary(base: Dict[str, str]) -> None:
     assert "job id:      job-demo" in lines
     assert "nodes:       3 (this node: 1)" in lines
     assert "master:      job-demo-worker-0.job-demo:-" in lines
-    assert " * node 1: job-demo-worker-1.job-demo job-demo-worker-1 ranks 1-1 devices 0" in lines
+    assert " * node 1: job-demo-worker-1.job-demo rank 1 on device 0" in lines
     assert result.stderr == ""
 
 
@@ -165,7 +165,8 @@ def test_local_when_nothing_is_set(base: Dict[str, str]) -> None:
             {},
             ["--topology", "nonesuch"],
             78,
-            "--topology: unknown topology source 'nonesuch' (installed: {installed}, or auto)",
+            "--topology: unknown topology source 'nonesuch' (installed: {installed}, or auto); "
+            "see `malaunch plugins`",
         ),
     ],
 )

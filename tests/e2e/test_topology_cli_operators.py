@@ -52,8 +52,7 @@ def test_kubeflow_trainer_v2_summary(base: Dict[str, str]) -> None:
     assert "nodes:       2 (this node: 1)" in lines
     assert "world size:  16" in lines
     assert (
-        " * node 1: llama-trainer-node-0-1.llama llama-trainer-node-0-1 ranks 8-15 devices "
-        + ("0,1,2,3,4,5,6,7")
+        " * node 1: llama-trainer-node-0-1.llama ranks 8-15 on devices " + ("0,1,2,3,4,5,6,7")
         in lines
     )
 
@@ -219,7 +218,7 @@ def test_a_malaunch_worker_that_runs_malaunch_again_is_refused(
     assert result.code == 0, result.stderr
     assert (
         "[rank 0] inner 65 malaunch: error: nested launch: MALAUNCH_CONTEXT, TORCHELASTIC_RUN_ID "
-        "and GROUP_RANK are set, so this runs inside a malaunch worker that already has its "
-        "rank; run the command itself there, or start a separate job on purpose with --topology "
-        "local"
+        "and GROUP_RANK are "
+        "set, so this runs inside a malaunch worker that already has its rank; run the command "
+        "itself there, or start a separate job on purpose with --topology local"
     ) in result.stdout

@@ -5,12 +5,13 @@ own refusals are (:func:`malaunch.cli.main.click_message`)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 
 import click
 
 from malaunch.cli.options import ENV_PREFIX
-from malaunch.errors import MalaunchError
+from malaunch.errors import MalaunchError, UsageError
+from malaunch.wording import did_you_mean
 
 
 def envvar_name(param: click.Parameter, ctx: Optional[click.Context]) -> str:
@@ -60,16 +61,45 @@ class Context(click.Context):
 
 
 class Command(click.Command):
-    """A command whose context is :class:`Context`."""
+    """A command whose context is :class:`Context`, and whose ``--help`` shows each option's
+    variable (click's ``show_envvar``)."""
 
     context_class = Context
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        show_variables(self)
 
 
 class Group(click.Group):
-    """A group whose context, and its commands' (``@group.command``), are :class:`Context`."""
+    """A group whose context, and its commands' (``@group.command``), are :class:`Context`;
+    an unknown subcommand is one line naming the closest one, if one is close (click 8.1
+    names none, later versions their own pick)."""
 
     context_class = Context
     command_class = Command
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        show_variables(self)
+
+    def resolve_command(
+        self, ctx: click.Context, args: List[str]
+    ) -> Tuple[Optional[str], Optional[click.Command], List[str]]:
+        name = args[0] if args else ""
+        if not (name.startswith("-") or ctx.resilient_parsing or self.get_command(ctx, name)):
+            shown = f"`{ctx.command_path} {{}}`"
+            hint = did_you_mean(name, self.list_commands(ctx), shown=shown)
+            msg = f"no such command: {ctx.command_path} {name}{hint}"
+            raise UsageError(msg)
+        return super().resolve_command(ctx, args)
+
+
+def show_variables(command: click.Command) -> None:
+    """``--help`` shows each option's ``MALAUNCH_*`` variable, framework options included."""
+    for param in command.params:
+        if isinstance(param, click.Option):
+            param.show_envvar = True
 
 
 Group.group_class = Group

@@ -30,6 +30,7 @@ from malaunch.log import logger
 from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions, Topology
 from malaunch.pipeline import AUTO, locate, plan_topology, warn_about_missing_data
 from malaunch.plugins import PluginSet
+from malaunch.python_command import forgotten_python
 from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
 from malaunch.supervisor.runs import RunFolder, check_log_dir
@@ -89,6 +90,7 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         raise UsageError(msg)
     # click has checked every value (malaunch.cli.options); these only convert them.
     extra_env = parse_env_pairs(params["env"])
+    check_program(command, extra_env)
     forward_signals = parse_signal_names(params["forward_signals"])
     restart = restart_policy(params)
     hang = hang_settings(params)
@@ -206,6 +208,15 @@ def staging_step(
         launch_dir=os.getcwd(),
         sync_interval=params["sync_interval"],
     )
+
+
+def check_program(command: Sequence[str], extra_env: Dict[str, str]) -> None:
+    """A Python script given as the program (``train.py``, no ``python``) is a usage error
+    now, not a spawn error of every rank after the topology wait."""
+    path = extra_env.get("PATH", os.environ.get("PATH"))
+    hint = forgotten_python(command, os.getcwd(), path)
+    if hint is not None:
+        raise UsageError(hint)
 
 
 def plan_inputs(

@@ -102,7 +102,7 @@ def parse_filters(
 @click.option("-f", "--follow", "following", envvar="MALAUNCH_LOGS_FOLLOW", is_flag=True,
               help="Then print new lines as they come (new files, nodes and attempts too; a "
               "log dir's newer run once it starts), until Ctrl-C or SIGTERM (exit 0).")  # fmt: skip
-@click.option("--run", "run_name", type=Text(), metavar="NAME",
+@click.option("--run", "run_name", envvar="MALAUNCH_LOGS_RUN", type=Text(), metavar="NAME",
               help="Read run NAME (a run-... folder) of each log dir, not the latest.")  # fmt: skip
 @click.option("--raw", is_flag=True,
               help="Print the lines as the logs hold them; by default terminal controls other "

@@ -9,20 +9,24 @@ the launch command (:mod:`malaunch.cli.launch`).
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
+import shutil
 import sys
 import traceback
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Set
 
 import click
 
 from malaunch import __version__, console, log
 from malaunch.cli.command import envvar_name
+from malaunch.cli.envvars import option_variables, warn_about_variables
 from malaunch.cli.launch import build_launch_command
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
+from malaunch.wording import closest, did_you_mean
 
+# click 8.2+ only: what `malaunch ranktable` without a subcommand raises.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 TOOL_COMMANDS = ("plugins", "topology", "ranktable", "simulate", "logs", "report", "render")
 
 
@@ -73,26 +77,48 @@ def _run(args: List[str]) -> int:
         return ExitCode.OK
     if args and args[0] not in TOOL_COMMANDS:
         _refuse_a_mistyped_command(args[0])
+    command: click.Command
     if args and args[0] in TOOL_COMMANDS:
         from malaunch.cli.tools import tools  # noqa: PLC0415 (keep the launch path light)
 
-        result = tools.main(args, prog_name="malaunch", standalone_mode=False)
+        command = tools
     else:
-        plugins = load_plugins(os.environ)
-        command = build_launch_command(plugins)
+        command = build_launch_command(load_plugins(os.environ))
+    warn_about_variables(os.environ, option_variables(command), _every_option_variable)
+    try:
         result = command.main(args, prog_name="malaunch", standalone_mode=False)
+    except NO_ARGS_IS_HELP as exc:
+        # click 8.2+: `malaunch ranktable` alone is an error whose message is the whole help;
+        # it is shown as help, as click 8.1 does.
+        click.echo(exc.format_message())
+        return ExitCode.OK
     return int(result) if isinstance(result, int) else ExitCode.OK
+
+
+def _every_option_variable() -> Set[str]:
+    """The ``MALAUNCH_*`` twins of every command's options (imports every command)."""
+    from malaunch.cli import render, simulate  # noqa: PLC0415 (only for a stray variable)
+    from malaunch.cli.tools import tools  # noqa: PLC0415 (only for a stray variable)
+
+    commands = [
+        build_launch_command(load_plugins(os.environ)),
+        tools,
+        simulate.build_command(os.environ),
+        render.build_command(os.environ),
+    ]
+    return {name for command in commands for name in option_variables(command)}
 
 
 def _refuse_a_mistyped_command(word: str) -> None:
     """``malaunch topologyy`` is a typo of a command, not a job to launch: with
-    ``MALAUNCH_FRAMEWORK`` set it would otherwise run ``topologyy`` as the job's program."""
+    ``MALAUNCH_FRAMEWORK`` set it would otherwise run ``topologyy`` as the job's program. A
+    program of that name on PATH is a job's program."""
     if word.startswith("-") or "/" in word:
         return
-    close = difflib.get_close_matches(word, TOOL_COMMANDS, n=1, cutoff=0.75)
-    if close:
+    meant = closest(word, TOOL_COMMANDS)
+    if meant is not None and shutil.which(word) is None:
         msg = (
-            f"unknown command {word!r}: did you mean `malaunch {close[0]}`? (a job's own "
+            f"unknown command {word!r}: did you mean `malaunch {meant}`? (a job's own "
             "command goes after the options and --)"
         )
         raise UsageError(msg)
@@ -157,8 +183,18 @@ def click_message(exc: click.ClickException) -> str:
                 return culprit + exc.message[len(flag) :]
         return f"{culprit}: {exc.message}"
     if isinstance(exc, click.NoSuchOption):
-        hint = f" (did you mean {', '.join(exc.possibilities)}?)" if exc.possibilities else ""
-        return f"no such option: {exc.option_name}{hint}; see `malaunch --help`"
+        # click's own suggestions are up to three, and odd (--framwork: "--framework,
+        # --num-workers"): the one closest name, or none.
+        command = exc.ctx.command if exc.ctx is not None else None
+        names = [
+            flag
+            for param in (command.params if command is not None else ())
+            for flag in (*param.opts, *param.secondary_opts)
+            if flag.startswith("-")
+        ]
+        where = exc.ctx.command_path if exc.ctx is not None else "malaunch"
+        hint = did_you_mean(exc.option_name, names)
+        return f"no such option: {exc.option_name}{hint}; see `{where} --help`"
     return exc.format_message()
 
 

@@ -23,7 +23,7 @@ from malaunch.job.restart import (
 from malaunch.job.settings import DEFAULT_HEARTBEAT_TIMEOUT
 from malaunch.job.success import POLICIES as SUCCESS_POLICIES
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import EMPTY, Host, Integer, Path, Seconds, Text, port
+from malaunch.params import EMPTY, Choice, Host, Integer, Path, Seconds, Text, port
 from malaunch.pipeline import AUTO
 from malaunch.rankspec import parse_rank_spec
 from malaunch.staging.parse import parse_pairs
@@ -290,7 +290,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--success-policy"],
-            type=click.Choice(SUCCESS_POLICIES),
+            type=Choice(SUCCESS_POLICIES),
             help="When the job has succeeded: chief (once the chief has; workers and ps are "
             "stopped, TFJob's default) or all-workers (every worker has) [default: chief "
             "when the cluster has a chief, else all-workers]",
@@ -316,7 +316,7 @@ def job_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--hang-stacks"],
-            type=click.Choice(STACK_METHODS),
+            type=Choice(STACK_METHODS),
             default="auto",
             show_default=True,
             help="How stacks are captured: py-spy where it works, else faulthandler "

@@ -10,6 +10,7 @@ the command line are written into the containers' ``malaunch`` command (``--fram
 
 from __future__ import annotations
 
+import copy
 from typing import Any, List, Mapping, Sequence, Tuple
 
 import click
@@ -19,7 +20,7 @@ from malaunch.cli.launch import build_launch_command
 from malaunch.cli.simulate import launcher_tokens, option_tokens
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_NODES
-from malaunch.params import Integer, Text, port
+from malaunch.params import Choice, Integer, Text, port
 from malaunch.plugins import load_plugins
 from malaunch.render.ascend import ACCELERATOR_TYPES
 from malaunch.render.manifests import render, to_yaml
@@ -82,7 +83,7 @@ def render_options() -> List[click.Parameter]:
             "job succeeds when the chief does, as TFJob's default (--success-policy).",
         ),
         click.Option(
-            ["--accelerator-type"], type=click.Choice(ACCELERATOR_TYPES), default="ascend-910b",
+            ["--accelerator-type"], type=Choice(ACCELERATOR_TYPES), default="ascend-910b",
             show_default=True,
             help="[ascendjob] the NPU model of the ring-controller.atlas label MindX schedules "
             "by: ascend-910 (Atlas 800), ascend-910b (Atlas A2/A3), ascend-npu (Atlas "
@@ -145,10 +146,12 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
     taken = {opt for param in own for opt in param.opts}
     # tensorflow_ps's --num-ps plans a one-machine cluster; here --num-ps shapes the job.
     forwarded = [
-        p for p in launch.params if isinstance(p, click.Option) and not taken.intersection(p.opts)
+        _for_render(p)
+        for p in launch.params
+        if isinstance(p, click.Option) and not taken.intersection(p.opts)
     ]
     arguments = [p for p in launch.params if isinstance(p, click.Argument)]
-    target = click.Argument(["target"], type=click.Choice(TARGETS), metavar="TARGET")
+    target = click.Argument(["target"], type=Choice(TARGETS), metavar="TARGET")
 
     def callback(**values: Any) -> int:
         ctx = click.get_current_context()
@@ -172,6 +175,17 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
             "show_default": True,
         },
     )
+
+
+def _for_render(option: click.Option) -> click.Option:
+    """``option`` as render shows it: one that makes no sense in a pod says why, in a copy
+    (the launch command's help stays as it is)."""
+    why = NOT_IN_PODS.get(option.name or "")
+    if why is None:
+        return option
+    shown = copy.copy(option)
+    shown.help = f"Not for a rendered job: {why}."
+    return shown
 
 
 def make_request(values: Mapping[str, Any], tokens: List[str]) -> RenderRequest:

@@ -17,6 +17,7 @@ from malaunch.errors import UsageError
 from malaunch.params import Path as ParamPath
 from malaunch.params import Text
 from malaunch.supervisor.runs import pick_run
+from malaunch.wording import plural
 
 
 @click.command("report", cls=Command)
@@ -32,6 +33,7 @@ from malaunch.supervisor.runs import pick_run
 @click.option(
     "--run",
     "run_name",
+    envvar="MALAUNCH_REPORT_RUN",  # named after the option, as every twin
     type=Text(),
     metavar="NAME",
     help="Report the run NAME (a run-... folder) of the log dir, not the latest.",
@@ -50,12 +52,8 @@ def report_command(directory: Optional[Path], out: Optional[Path], run_name: Opt
     job = write_report(pick_run(log_dir, run_name) if run_name else log_dir, out)
     processes = sum(len(node.rows) for node in job.nodes)
     counts = [
-        _count(len(job.nodes), "node", "nodes"),
-        _count(processes, "process", "processes"),
-        _count(len(job.failures), "failure", "failures"),
+        plural(len(job.nodes), "node"),
+        plural(processes, "process"),
+        plural(len(job.failures), "failure"),
     ]
     click.echo(f"wrote {out} ({job.directory.name}: {', '.join(counts)})")
-
-
-def _count(number: int, singular: str, plural: str) -> str:
-    return f"{number} {singular if number == 1 else plural}"

@@ -16,13 +16,13 @@ from typing import Any, Dict, List, Mapping, Sequence
 import click
 
 from malaunch.cli.command import Command
-from malaunch.cli.launch import build_launch_command
-from malaunch.cli.options import keep_runs_option
+from malaunch.cli.launch import build_launch_command, check_program
+from malaunch.cli.options import keep_runs_option, parse_env_pairs
 from malaunch.errors import UsageError
 from malaunch.files import check_directory
 from malaunch.log import logger
 from malaunch.numbers import MAX_LOCAL_PROCESSES
-from malaunch.params import Integer, Path, Seconds
+from malaunch.params import Choice, Integer, Path, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS, PS_PLATFORM, default_platform
 from malaunch.simulate.run import run
@@ -48,7 +48,7 @@ def simulate_options() -> List[click.Parameter]:
             help="Simulated nodes (with --platform tf-ps: worker tasks).",
         ),
         click.Option(
-            ["--platform"], type=click.Choice(PLATFORMS),
+            ["--platform"], type=Choice(PLATFORMS),
             help="Whose environment to fabricate: modelarts (Ascend rank table), octopus, "
             "volcano, tf-ps (one node per chief/ps/worker task); from `malaunch render`'s "
             "manifest: pytorchjob (Kubeflow), volcano-pytorch (master + worker tasks, pytorch "
@@ -181,6 +181,7 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if not command and not values["dry_run"]:
         msg = "simulate: no command given: malaunch simulate ... --framework NAME -- COMMAND"
         raise UsageError(msg)
+    check_program(command, parse_env_pairs(values["env"]))  # once here, not once per node
     platform = values["platform"]
     if platform is None:
         platform, why = default_platform(values["framework"])

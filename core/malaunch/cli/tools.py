@@ -16,13 +16,14 @@ import click
 from malaunch.cli.command import Group, about
 from malaunch.cli.logs import logs_command
 from malaunch.cli.report import report_command
-from malaunch.models import ResolveOptions, Topology
+from malaunch.models import Node, ResolveOptions, Topology
 from malaunch.numbers import MAX_LOCAL_PROCESSES
 from malaunch.params import Integer, Seconds, Text
 from malaunch.params import Path as ParamPath
 from malaunch.pipeline import AUTO, resolve_topology, warn_about_missing_data
 from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.topology.ranktable import generate, source
+from malaunch.wording import noun_for, ranks
 
 
 @click.group(
@@ -101,12 +102,7 @@ def render_topology(topology: Topology) -> str:
         lines.append(f"{role + ':':<12} {', '.join(addresses)}")
     for node in topology.nodes:
         mark = "*" if node.index == topology.node_rank else " "
-        ranks = [d.rank for d in node.devices]
-        span = f"ranks {ranks[0]}-{ranks[-1]}" if ranks else "no devices"
-        ids = ",".join(str(d.device_id) for d in node.devices)
-        label = f" {node.name}" if node.name else ""
-        role = f" [{node.role}]" if node.role else ""
-        lines.append(f" {mark} node {node.index}: {node.host}{label}{role} {span} devices {ids}")
+        lines.append(f" {mark} node {node.index}: {_node_line(node)}")
     data = topology.data
     for key in ("dataset", "cached_dataset", "result", "model"):
         value = getattr(data, key)
@@ -115,6 +111,20 @@ def render_topology(topology: Topology) -> str:
     for name, path in data.dataset_map.items():
         lines.append(f"dataset_map: {name} -> {path}")
     return "\n".join(lines)
+
+
+def _node_line(node: Node) -> str:
+    """``worker-1.job [worker] ranks 4-7 on devices 0,1,2,3``: the pod name only where the
+    host does not already say it (Kubeflow's host is the pod's name)."""
+    named = node.name and node.name != node.host and not node.host.startswith(f"{node.name}.")
+    label = f" {node.name}" if named else ""
+    role = f" [{node.role}]" if node.role else ""
+    devices = "no devices"
+    if node.devices:
+        ids = ",".join(str(d.device_id) for d in node.devices)
+        where = f"{noun_for(len(node.devices), 'device')} {ids}"
+        devices = f"{ranks([d.rank for d in node.devices])} on {where}"
+    return f"{node.host}{label}{role} {devices}"
 
 
 @tools.command("topology")
@@ -126,10 +136,26 @@ def render_topology(topology: Topology) -> str:
     default=AUTO,
     show_default=True,
     metavar="SOURCE",
+    help="Topology source: auto, or a name from `malaunch plugins`.",
 )
-@click.option("--nproc-per-node", type=Integer(1, MAX_LOCAL_PROCESSES))
-@click.option("--wait-timeout", type=Seconds(), default=0.0, show_default=True)
-@click.option("--log-dir", type=ParamPath(file_okay=False))
+@click.option(
+    "--nproc-per-node",
+    type=Integer(1, MAX_LOCAL_PROCESSES),
+    help="Local processes where the source lists no devices.",
+)
+@click.option(
+    "--wait-timeout",
+    type=Seconds(),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for a rank table to become ready (0: look once).",
+)
+@click.option(
+    "--log-dir",
+    type=ParamPath(file_okay=False),
+    help="Where a template-2 rank table's template-1 form is written when MA_MOUNT_PATH is "
+    "not set [default: $MA_LOG_DIR or ./malaunch-logs]",
+)
 @click.option(
     "--json",
     "as_json",
@@ -171,7 +197,7 @@ def ranktable_group() -> None:
 
 
 @ranktable_group.command("validate")
-@click.argument("path", type=ParamPath(readable=False, path_type=Path))
+@click.argument("path", metavar="FILE", type=ParamPath(readable=False, path_type=Path))
 def ranktable_validate(path: Path) -> None:
     """Check FILE and print what it describes."""
     click.echo(source.describe_file(path))
@@ -185,10 +211,14 @@ def ranktable_convert(source_file: Path, target: Path) -> None:
     click.echo(source.convert_file(source_file, target))
 
 
-@ranktable_group.command("generate")
+@ranktable_group.command("generate", short_help="Write this server's v1.0 rank table to OUT.")
 @click.argument("out", type=ParamPath(readable=False, path_type=Path))
 @click.option(
-    "--devices", type=Text(), default="0-7", show_default=True, help="0-7, 0,1,2,3 or [0,8)."
+    "--devices",
+    type=Text(),
+    default="0-7",
+    show_default=True,
+    help="This server's NPUs: 0-7, 0,1,2,3 or [0,8).",
 )
 @click.option(
     "--server-id", type=Text(), help="Default: this host's IP, as hccl_tools.py finds it."
@@ -198,6 +228,7 @@ def ranktable_convert(source_file: Path, target: Path) -> None:
     type=ParamPath(readable=False, path_type=Path),
     default="/etc/hccn.conf",
     show_default=True,
+    help="The file that gives each NPU's address (address_<id>=...).",
 )
 def ranktable_generate(out: Path, devices: str, server_id: Optional[str], hccn_conf: Path) -> None:
     """Write this server's v1.0 rank table to OUT (what hccl_tools.py does)."""

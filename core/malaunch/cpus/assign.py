@@ -15,6 +15,7 @@ from malaunch.cpus.cpulist import CpuBindMode, Intervals, format_cpulist
 from malaunch.cpus.machine import Accelerator, Machine
 from malaunch.cpus.npusmi import COMMAND
 from malaunch.errors import UsageError
+from malaunch.wording import plural
 
 CpuSets = Tuple[FrozenSet[int], ...]
 
@@ -39,9 +40,9 @@ def even(allowed: FrozenSet[int], count: int) -> Assignment:
     cpus = sorted(allowed)
     if count > len(cpus):
         shared = tuple(frozenset({cpus[index % len(cpus)]}) for index in range(count))
+        what = f"{plural(count, 'process')} for {plural(len(cpus), 'CPU')}"
         warning = (
-            f"{count} processes for {len(cpus)} CPUs ({format_cpulist(cpus)}): each gets one "
-            "CPU, round-robin, shared with others"
+            f"{what} ({format_cpulist(cpus)}): each gets one CPU, round-robin, shared with others"
         )
         return Assignment(shared, "one CPU each, round-robin", (warning,))
     base, extra = divmod(len(cpus), count)
@@ -51,7 +52,9 @@ def even(allowed: FrozenSet[int], count: int) -> Assignment:
         size = base + (1 if index < extra else 0)
         ranges.append(frozenset(cpus[start : start + size]))
         start += size
-    return Assignment(tuple(ranges), f"the launcher's {len(cpus)} CPUs in {count} ranges")
+    return Assignment(
+        tuple(ranges), f"the launcher's {plural(len(cpus), 'CPU')} in {plural(count, 'range')}"
+    )
 
 
 def _outside(intervals: Intervals, allowed: FrozenSet[int]) -> Optional[int]:
@@ -82,8 +85,9 @@ def from_list(mode: CpuBindMode, allowed: FrozenSet[int], count: int, culprit: s
     when there are fewer lists than processes. Lists beyond the processes are left unused."""
     check_lists(mode, allowed, culprit)
     if len(mode.lists) < count:
-        lists = f"{len(mode.lists)} CPU list{'s' if len(mode.lists) > 1 else ''}"
-        msg = f"{culprit}: {lists} for {count} local processes (one per process, in local order)"
+        lists = plural(len(mode.lists), "CPU list")
+        processes = plural(count, "local process")
+        msg = f"{culprit}: {lists} for {processes} (one per process, in local order)"
         raise UsageError(msg)
     chosen = tuple(
         frozenset(cpu for first, last in lists for cpu in range(first, last + 1))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+from malaunch.wording import noun_for, spans
+
 UNKNOWN = "<no stack>"
 
 
@@ -45,10 +47,28 @@ def odd_ones(entries: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
         largest, runner_up = len(ordered[0][1]), len(ordered[1][1])
         if largest > runner_up:
             culprits = sorted((r for _, ranks in ordered[1:] for r in ranks), key=_rank_key)
-            reason = f"most ranks wait in {ordered[0][0]}; these are elsewhere"
+            reason = _elsewhere(culprits, ordered)
         else:
             reason = "no place holds most of the ranks"
     return {"culprits": culprits, "groups": listed, "reason": reason}
+
+
+def _elsewhere(culprits: List[Any], ordered: List[Tuple[str, List[Any]]]) -> str:
+    """``rank 5 is elsewhere, in recv (socket.py:50), while ranks 0-4,6,7 wait in allreduce
+    (distributed.py:2100)``; with several places, each named with its ranks."""
+    frame, most = ordered[0]
+    places = [f"{_named(ranks)} in {where}" for where, ranks in ordered[1:]]
+    where = f"in {ordered[1][0]}" if len(places) == 1 else " and ".join(places)
+    verb = "is" if len(culprits) == 1 else "are"
+    return f"{_named(culprits)} {verb} elsewhere, {where}, while {_named(most)} wait in {frame}"
+
+
+def _named(ranks: List[Any]) -> str:
+    """``rank 5``, ``ranks 0-4,6``; ranks that are not numbers as they are."""
+    numbers = [rank for rank in ranks if isinstance(rank, int) and not isinstance(rank, bool)]
+    others = [str(rank) for rank in ranks if rank not in numbers]
+    text = spans(numbers) + (", " if numbers and others else "") + ", ".join(others)
+    return f"{noun_for(len(ranks), 'rank')} {text}"
 
 
 def _rank_key(rank: Any) -> Tuple[int, int]:

@@ -228,7 +228,7 @@ class Coordinator:
         )
         record.decision = verdict.reason
         if not verdict.restart:
-            self._over(failure, verdict.reason)
+            self._over(failure, verdict.reason, verdict.said)
             return
         record.delay = verdict.delay
         self.phase = "restarting"
@@ -236,15 +236,16 @@ class Coordinator:
         self.ended = set()
         stop = {"t": "stop", "attempt": self.attempt, "final": False, "failure": failure}
         # The delay goes with the decision: every node's summary records both.
-        self.transport.broadcast({**stop, "decision": verdict.reason, "delay": verdict.delay})
+        self.transport.broadcast({**stop, **verdict.fields()})
 
-    def _over(self, failure: Dict[str, Any], reason: str) -> None:
+    def _over(self, failure: Dict[str, Any], reason: str, said: Optional[str] = None) -> None:
         self.phase = "over"
         if self.records:
             self.records[-1].failure = failure
             self.records[-1].decision = reason
         stop = {"t": "stop", "attempt": self.attempt, "final": True, "failure": failure}
-        self.verdict = {**stop, "decision": reason, **self.replacing.start_fields()}
+        extra = {**self.replacing.start_fields(), **({"said": said} if said else {})}
+        self.verdict = {**stop, "decision": reason, **extra}
         self.transport.broadcast(self.verdict)
 
     def _ended(self, node: int) -> None:
@@ -260,9 +261,7 @@ class Coordinator:
         self.restart_pending = True
         now = self.scheduler.now()
         delay = max(0.0, (self.restart_at or now) - now)
-        attempt = self.attempt + 1
-        if delay:
-            logger.info(f"restarting the job (attempt {attempt}) in {delay:.1f}s")
+        attempt = self.attempt + 1  # (the restart and its back-off were said with the stop)
         self.scheduler.call_later(
             delay, lambda: self._start(attempt, self.restart_overrides(attempt))
         )
@@ -299,7 +298,7 @@ class Coordinator:
         else:
             verdict = replacement(self.policy, self.attempt, node)
             if not verdict.restart:
-                self._over(failure, verdict.reason)
+                self._over(failure, verdict.reason, verdict.said)
                 return
             record = self.records[-1]
             record.failure, record.decision, record.delay = failure, verdict.reason, 0.0
@@ -327,7 +326,8 @@ class Coordinator:
 
     def _rejoin_timed_out(self, node: int, loss: Loss) -> None:
         if self.phase == "restarting" and self.replacing.awaiting.get(node) is loss:
-            self._over(*never_came_back(node, self.policy.rejoin_timeout))
+            failure, reason = never_came_back(node, self.policy.rejoin_timeout)
+            self._over(failure, reason, f"no restart: {reason}")
 
     def _adopt(self, message: Message) -> None:
         """A survivor of a lost node 0 tells this (new) node 0 where the job was."""
@@ -385,6 +385,7 @@ class Coordinator:
             **verdict,
             "stack_file": stack_file,
             "nodes_reporting": sorted(self.stacks),
+            "nodes_silent": sorted(set(range(self.nnodes)) - set(self.stacks)),  # given up on
         }
         failure = {
             "kind": "hang",

@@ -12,10 +12,11 @@ import dataclasses
 import math
 import random
 import signal
-from typing import Callable, FrozenSet, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from malaunch.errors import ExitCode, UsageError
 from malaunch.numbers import MAX_SECONDS, parse_seconds
+from malaunch.wording import spans
 
 DEFAULT_BACKOFF = "1:30"
 # How long the others wait for a lost node's replacement (docs/job.md says why): a pod on a
@@ -44,11 +45,19 @@ class RestartPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """What the coordinator does about a failed attempt, and why (for logs and the summary)."""
+    """What the coordinator does about a failed attempt, and why: ``reason`` for the summary,
+    ``said`` for every node's console (None: nothing worth a line, as without restarts)."""
 
     restart: bool
     delay: float
     reason: str
+    said: Optional[str] = None
+
+    def fields(self) -> Dict[str, Any]:
+        """What a ``stop`` for a restart carries: the decision and delay for every node's
+        summary, and what every node's console says (``said``)."""
+        said = {"said": self.said} if self.said else {}
+        return {"decision": self.reason, "delay": self.delay, **said}
 
 
 def decide(
@@ -64,16 +73,23 @@ def decide(
     if policy.max_restarts == 0:
         return Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
     if restarts_done >= policy.max_restarts:
-        return Decision(False, 0.0, f"--max-restarts {policy.max_restarts} used up")
+        reason = f"--max-restarts {policy.max_restarts} used up"
+        return Decision(False, 0.0, reason, f"no restart left: {reason}")
     if kind in NEVER_RESTARTED:
-        return Decision(False, 0.0, f"a failure of kind {kind!r} is never restarted")
+        reason = f"a failure of kind {kind!r} is never restarted"
+        # A signalled launcher has said why it stops; a lost one has not.
+        said = None if kind == "signal" else "no restart: a lost node launcher is not restarted"
+        return Decision(False, 0.0, reason, said)
     if uptime < policy.min_uptime:
         why = f"failed after {uptime:.1f}s, before --min-uptime {policy.min_uptime:g}s"
-        return Decision(False, 0.0, f"{why}: a start-up crash")
+        return Decision(False, 0.0, f"{why}: a start-up crash", f"no restart: {why}")
     if policy.restart_on is not None and code not in policy.restart_on:
-        return Decision(False, 0.0, f"exit code {code} is not in --restart-on")
+        reason = f"exit code {code} is not in --restart-on"
+        return Decision(False, 0.0, reason, f"no restart: {reason} {spans(policy.restart_on)}")
     delay = backoff_delay(policy.backoff, restarts_done + 1, uniform)
-    return Decision(True, delay, f"restart {restarts_done + 1} of {policy.max_restarts}")
+    reason = f"restart {restarts_done + 1} of {policy.max_restarts}"
+    after = f"after a {delay:.1f}s back-off" if delay > 0 else "at once"
+    return Decision(True, delay, reason, f"{reason} {after}")
 
 
 def replacement(policy: RestartPolicy, restarts_done: int, node: int) -> Decision:
@@ -81,11 +97,16 @@ def replacement(policy: RestartPolicy, restarts_done: int, node: int) -> Decisio
     started as soon as it has joined: no back-off), or end the job. Node 0's coordinator
     decides this for a lost node, and the other nodes alike for a lost node 0."""
     if policy.rejoin_timeout <= 0:
-        return Decision(False, 0.0, "--rejoin-timeout 0: a lost node is not replaced")
+        reason = "--rejoin-timeout 0: a lost node is not replaced"
+        return Decision(
+            False, 0.0, reason, f"no restart: {reason}" if policy.max_restarts else None
+        )
     if policy.max_restarts == 0:
         return Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
     if restarts_done >= policy.max_restarts:
-        return Decision(False, 0.0, f"--max-restarts {policy.max_restarts} used up")
+        reason = f"--max-restarts {policy.max_restarts} used up"
+        return Decision(False, 0.0, reason, f"no restart left: {reason}")
+    # (said by every node from the stop that waits: "node 1 lost: waiting up to 300s ...")
     waiting = f"waiting up to {policy.rejoin_timeout:g}s for node {node}'s replacement"
     return Decision(True, 0.0, f"restart {restarts_done + 1} of {policy.max_restarts}: {waiting}")
 

@@ -17,6 +17,7 @@ from malaunch.report.failures import describe
 from malaunch.report.model import JobReport, LogFile, NodeReport, Row
 from malaunch.report.read import as_dict, as_int, as_list, as_str, dicts
 from malaunch.report.timeline import ESTIMATED, clock, outcome_colours, seconds, timeline_svg
+from malaunch.wording import plural, spans
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; color: #1d232a; margin: 24px auto;
@@ -78,9 +79,9 @@ def _header(job: JobReport) -> str:
     facts = [
         job.job_id or "",
         job.framework or "",
-        _count(len(job.nodes), "node"),
-        _count(processes, "process", "processes"),
-        _count(max(len(job.attempts), 1), "attempt"),
+        plural(len(job.nodes), "node"),
+        plural(processes, "process"),
+        plural(max(len(job.attempts), 1), "attempt"),
     ]
     parts = [
         f'<h1>malaunch report <span class="status {state}">{escape(status)}</span></h1>',
@@ -95,10 +96,6 @@ def _header(job: JobReport) -> str:
             f"(attempt {first.attempt})</p>"
         )
     return "".join(parts)
-
-
-def _count(number: int, singular: str, plural: str = "") -> str:
-    return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
 def _topology(job: JobReport) -> str:
@@ -135,17 +132,6 @@ def _topology_node(node: Dict[str, Any]) -> str:
     cells = [node.get("index"), node.get("host"), node.get("name"), node.get("role"), ranks, ids]
     text = ["-" if cell in (None, "") else str(cell) for cell in cells]
     return "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in text) + "</tr>"
-
-
-def spans(numbers: Iterable[int]) -> str:
-    """``0-3,5``: sorted numbers with their runs folded."""
-    runs: List[List[int]] = []
-    for number in sorted(set(numbers)):
-        if runs and number == runs[-1][1] + 1:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _timeline(job: JobReport) -> str:

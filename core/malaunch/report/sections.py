@@ -142,9 +142,12 @@ def attempts(job: JobReport) -> str:
     for entry in job.attempts:
         number = as_int(entry.get("attempt"))
         failure = by_attempt.get(number) if number is not None else None
+        # The job's code is its failure's: the first node's summary says 75 for an attempt
+        # another node's rank ended with 7.
+        code = failure.code if failure is not None and failure.code is not None else None
         cells = [
             str(number if number is not None else "?"),
-            str(entry.get("exit_code")),
+            str(entry.get("exit_code") if code is None else code),
             describe(failure) if failure else "-",
             str(entry.get("decision") or "-"),
             _delay(as_dict(entry).get("delay")),

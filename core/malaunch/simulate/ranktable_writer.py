@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from malaunch.files import write_atomic
 from malaunch.simulate.platforms import partial_table
+from malaunch.wording import plural
 
 
 def write_json(path: Path, document: Dict[str, Any]) -> None:
@@ -54,7 +55,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("rank table: partial, still initializing", flush=True)
         time.sleep(args.delay / 2)
         write_all(targets, table)
-        print(f"rank table completed after {args.delay:g}s ({len(targets)} nodes)", flush=True)
+        print(
+            f"rank table completed after {args.delay:g}s ({plural(len(targets), 'node')})",
+            flush=True,
+        )
     while True:  # SIGTERM from the simulation ends the process (default action)
         signal.pause()
 

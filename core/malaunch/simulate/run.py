@@ -296,6 +296,7 @@ def supervise_nodes(
         straggler_timeout=values["heartbeat_timeout"] + grace,
         tail_lines=values["tail_lines"],
         tail_reader=node_failure_tail,
+        say_start=False,
         replace_lost=values["replace_lost"],  # the platform's part: a kubelet's restart
         run_started=folder.started,
         console_raw=values["console_raw"],

@@ -25,9 +25,10 @@ from malaunch.staging.manifest import (
 )
 from malaunch.staging.models import MappingReport
 from malaunch.staging.pool import Run, Target, run_all
-from malaunch.staging.progress import Progress, count_of, human
+from malaunch.staging.progress import Progress, human
 from malaunch.staging.remote import missing_credentials, scheme_of
 from malaunch.staging.transfer import Cancelled, download, no_credentials, retrying, upload
+from malaunch.wording import plural
 
 
 def stage_in(target: Target, run: Run) -> MappingReport:
@@ -322,7 +323,7 @@ def _report(
         rate = f", {human(size / seconds)}/s" if seconds > 0 else ""
         logger.info(
             f"stage-{target.mapping.direction} {target.mapping}: "
-            f"{count_of(files, 'file')}, {human(size)} in {seconds:.1f}s{rate}; "
+            f"{plural(files, 'file')}, {human(size)} in {seconds:.1f}s{rate}; "
             f"{skipped} unchanged"
         )
     return MappingReport(

@@ -19,9 +19,10 @@ from malaunch.errors import MalaunchError
 from malaunch.staging.errors import StagingError
 from malaunch.staging.localfs import Skips
 from malaunch.staging.models import RetryPolicy, StageMapping
-from malaunch.staging.progress import Progress, count_of
+from malaunch.staging.progress import Progress
 from malaunch.staging.readers import Reader
 from malaunch.staging.transfer import Cancelled, RetryNotes
+from malaunch.wording import plural
 
 T = TypeVar("T")
 STOP_WAIT = 1.0  # how long a stopped pass waits for the files in flight to stop
@@ -149,9 +150,9 @@ def _errors(
     errors = [str(exc) for exc in real]
     stopped = left + len(failures) - len(real)
     if late:
-        errors.append(f"stopped at the deadline with {count_of(stopped, 'file')} not transferred")
+        errors.append(f"stopped at the deadline with {plural(stopped, 'file')} not transferred")
     elif aborted and stopped:
-        msg = f"stopped with {count_of(stopped, 'file')} not transferred"
+        msg = f"stopped with {plural(stopped, 'file')} not transferred"
         if not keep_going:
             raise StagingError(msg)
         errors.append(msg)

@@ -13,6 +13,7 @@ import time
 from typing import Callable, Optional, TextIO
 
 from malaunch.progress import QUIET, StatusLine
+from malaunch.wording import plural
 
 EVERY = 5.0
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -26,11 +27,6 @@ def human(count: float) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
-
-
-def count_of(number: int, noun: str) -> str:
-    """``1 file``, ``2 files``."""
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 class Progress:
@@ -72,8 +68,8 @@ class Progress:
         rate = done / elapsed
         eta = f"ETA {(self.total - done) / rate:.0f}s" if rate > 0 else "ETA ?"
         return (
-            f"{self.what}: {human(done)} of {human(self.total)}, {files}/{self.files} files, "
-            f"{human(rate)}/s, {eta}"
+            f"{self.what}: {human(done)} of {human(self.total)}, "
+            f"{files}/{plural(self.files, 'file')}, {human(rate)}/s, {eta}"
         )
 
     def tick(self) -> None:

@@ -24,7 +24,6 @@ from malaunch.staging.localfs import Skips, local_error
 from malaunch.staging.models import MappingReport, RetryPolicy, StageMapping
 from malaunch.staging.parse import expand, per_node, placeholders
 from malaunch.staging.pool import Run, Target
-from malaunch.staging.progress import count_of
 from malaunch.staging.readers import fsspec_reader, s3fs_reader
 from malaunch.staging.remote import (
     S3_SCHEMES,
@@ -33,6 +32,7 @@ from malaunch.staging.remote import (
     scheme_of,
 )
 from malaunch.staging.transfer import Cancelled, RetryNotes, no_credentials, retrying
+from malaunch.wording import plural
 
 WORKERS = 32
 
@@ -130,7 +130,7 @@ class Stager:
         if reports and not any(report.files or report.removed for report in reports):
             # Silence would leave "was it skipped, or did it not run?" open.
             fresh = sum(report.skipped for report in reports)
-            logger.info(f"stage-in: {count_of(fresh, 'file')} up to date, 0 B transferred")
+            logger.info(f"stage-in: {plural(fresh, 'file')} up to date, 0 B transferred")
         return reports
 
     def stage_out(
@@ -160,7 +160,7 @@ class Stager:
             logger.warning(f"stage-out: {local} does not exist: nothing uploaded from it")
         failed = [error for report in reports for error in report.errors]
         if final and failed:
-            more = f" (and {count_of(len(failed) - 1, 'more error')})" if len(failed) > 1 else ""
+            more = f" (and {plural(len(failed) - 1, 'more error')})" if len(failed) > 1 else ""
             first = failed[0] if failed[0].startswith("stage-out: ") else f"stage-out: {failed[0]}"
             cls = type(raised[0]) if raised and isinstance(raised[0], MalaunchError) else None
             raise (cls or StagingError)(f"{first}{more}")

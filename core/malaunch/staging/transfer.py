@@ -29,6 +29,7 @@ from malaunch.staging.localfs import PARTIAL, Sink, local, local_error
 from malaunch.staging.models import RetryPolicy
 from malaunch.staging.progress import Progress
 from malaunch.staging.readers import Reader, size_error
+from malaunch.wording import plural
 
 T = TypeVar("T")
 NOTES_EVERY = 5.0  # seconds between two lines about retries
@@ -108,9 +109,8 @@ class RetryNotes:
             self.next_line = None
 
     def _tell(self, now: float) -> None:
-        files = f"{len(self.urls)} file" + ("s" if len(self.urls) > 1 else "")
-        tries = "retry" if self.count == 1 else "retries"
-        logger.warning(f"{self.count} more {tries} of {files} (the last: {self.last})")
+        files = plural(len(self.urls), "file")
+        logger.warning(f"{plural(self.count, 'more retry')} of {files} (the last: {self.last})")
         self.count, self.urls, self.last = 0, set(), ""
         self.next_line = now + self.every
 

@@ -30,6 +30,7 @@ from malaunch.supervisor.group import Group
 from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended, signal_name
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
+from malaunch.wording import plural
 
 Report = Callable[[Message], None]
 StartAgain = Callable[[Child], Tuple[List[Child], Optional[LaunchError]]]
@@ -125,7 +126,7 @@ class Attempt:
             return
         self.outcome.first_failure = child
         others = len(self.group.running())
-        stopping = f"; stopping {others} other processes" if others else ""
+        stopping = f"; stopping {plural(others, 'other process')}" if others else ""
         logger.error(
             f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}{stopping}"
         )
@@ -183,12 +184,14 @@ class Attempt:
         self.launcher_signals += 1
         running = len(self.group.running())
         if self.launcher_signals > 1:
-            logger.warning(f"second signal ({signal_name(signum)}): killing {running} processes")
+            logger.warning(
+                f"second signal ({signal_name(signum)}): killing {plural(running, 'process')}"
+            )
             self.group.kill()
             return
         if self.outcome.first_failure is None:
             self.outcome.launcher_signal = signum
-        logger.warning(f"received {signal_name(signum)}: stopping {running} processes")
+        logger.warning(f"received {signal_name(signum)}: stopping {plural(running, 'process')}")
         self.stopping = True
         self.group.stop(signum)
         code = ExitCode.for_signal(signum)
@@ -249,16 +252,19 @@ class Attempt:
             left = self.group.running()
             if left and not self.stopping:
                 decision = message.get("decision") or "every worker of the job succeeded"
-                what = "service " if all(c.spec.service for c in left) else ""
-                logger.info(f"{decision}; stopping {len(left)} {what}processes")
+                what = "service process" if all(c.spec.service for c in left) else "process"
+                logger.info(f"{decision}; stopping {plural(len(left), what)}")
         elif not self.stopping:
             failure = message.get("failure") or {}
             running = len(self.group.running())
             if message.get("replace") is not None:
                 logger.warning(f"{waiting_line(message)}{_local(running, 'stopping')}")
-            else:
-                what = "restarting the job" if message.get("final") is False else "stopping"
-                logger.warning(f"{describe_failure(failure)}: {what}{_local(running)}")
+            elif running:
+                logger.warning(f"{describe_failure(failure)}: stopping{_local(running)}")
+            elif message.get("final") is False:  # (a final stop: the summary says why)
+                logger.warning(describe_failure(failure))
+        if isinstance(message.get("said"), str):
+            logger.warning(message["said"])  # the job's decision: restart, or why not
         if not self.stopping or kind_is(message, "finish"):
             self.stopping = True
             self.group.stop(signal.SIGTERM)
@@ -320,7 +326,7 @@ def _local(running: int, verb: str = "") -> str:
     when none is left to stop."""
     if running == 0:
         return ""
-    processes = f"{running} local process{'' if running == 1 else 'es'}"
+    processes = plural(running, "local process")
     return f"; {verb} {processes}" if verb else f" ({processes})"
 
 

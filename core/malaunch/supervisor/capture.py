@@ -25,6 +25,7 @@ from malaunch.log import logger
 from malaunch.supervisor.group import Group
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
+from malaunch.wording import plural
 
 FAULTHANDLER_WAIT = 5.0  # for aborted ranks to print their stacks and die
 FRAMES_REPORTED = 5  # per rank, to node 0: blame needs the innermost one
@@ -86,9 +87,8 @@ class StackCapture:
             self.timer.cancel()
         entries = [self._entry(child) for child in self.targets]
         methods = sorted({entry["method"] for entry in entries})
-        logger.info(
-            f"stacks of {len(entries)} ranks ({', '.join(methods) or 'none'}) in {self.folder}"
-        )
+        how = ", ".join(methods) or "none"
+        logger.info(f"stacks of {plural(len(entries), 'rank')} ({how}) in {self.folder}")
         self.on_ready(entries)
 
     def _entry(self, child: Child) -> Dict[str, Any]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Set
 
 from malaunch.log import logger
+from malaunch.wording import plural
 
 PR_SET_CHILD_SUBREAPER = 36
 EMPTY_WAIT = 2.0  # seconds for a killed cgroup to empty before it is removed
@@ -65,7 +66,7 @@ class Containment:
                 os.kill(pid, signal.SIGKILL)
         if found:
             logger.warning(
-                f"killed {len(found)} processes that had left their process group "
+                f"killed {plural(len(found), 'process')} that had left their process group "
                 f"(pids {', '.join(map(str, found[:10]))})"
             )
         self.reap(known)

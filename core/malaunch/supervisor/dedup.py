@@ -32,6 +32,8 @@ from malaunch.supervisor.output import (
     fill_prefix,
     prefix_values,
 )
+from malaunch.wording import ranks as ranks_of
+from malaunch.wording import spans
 
 WINDOW = 0.2  # seconds: the ranks of one step print within milliseconds of each other
 CACHE_LIMIT = 4096  # folded prefixes kept: a job repeats a few sets of ranks, not thousands
@@ -124,7 +126,7 @@ def _folded(members: List[Member], template: Optional[str]) -> bytes:
         return fill_prefix(template, {name: _span(members, name) for name in PREFIX_FIELDS})
     ranks = sorted(m.key[1] for m in members if m.key[0] == 0)
     others = sorted(m.label for m in members if m.key[0] != 0)
-    parts = [f"rank{'s' if len(ranks) > 1 else ''} {_ranges(ranks)}"] if ranks else []
+    parts = [ranks_of(ranks)] if ranks else []
     return f"[{', '.join([*parts, *others])}] ".encode()
 
 
@@ -134,18 +136,7 @@ def _span(members: List[Member], name: str) -> object:
     if len(values) == 1:
         return values.pop()
     numbers = sorted(value for value in values if isinstance(value, int))
-    return _ranges(numbers) if len(numbers) == len(values) else "*"
-
-
-def _ranges(ranks: List[int]) -> str:
-    """``0-3,5,7-8``."""
-    spans: List[List[int]] = []
-    for rank in ranks:
-        if spans and rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
+    return spans(numbers) if len(numbers) == len(values) else "*"
 
 
 class DedupRelay(LineRelay):

@@ -36,7 +36,7 @@ from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
 from malaunch.supervisor.signals import TERMINATING, SignalWakeup
 from malaunch.supervisor.spawn import Child
-from malaunch.supervisor.starting import relay_for, runtime_env, start_processes
+from malaunch.supervisor.starting import relay_for, runtime_env, say_started, start_processes
 
 # (attempt, node 0's fresh rendezvous port, replaced nodes' addresses) -> that attempt's plan
 Replan = Callable[[int, Optional[int], Mapping[int, str]], LaunchPlan]
@@ -216,7 +216,8 @@ class NodeRun:
                 f"--wait-timeout (is malaunch started on every node, with the same --job-port?)"
             )
             return
-        logger.warning(f"{describe_failure(failure)}: stopping")
+        said = message.get("said")  # the job's decision, when there is one to say
+        logger.warning(said if isinstance(said, str) else f"{describe_failure(failure)}: stopping")
         last = self.outcomes[-1] if self.outcomes else None
         if last is not None and last.children and (last.verdict or {}).get("final") is False:
             # The attempt that ended waiting for a replacement: this is how it ends.
@@ -237,12 +238,12 @@ class NodeRun:
         plan = self.plan
         if self.outcomes and losses_of(message):
             self.outcomes[-1].losses = losses_of(message)  # the attempt that ended lost them
-        if number > 0:
-            logger.warning(f"starting attempt {number} of the job")
-            if self.replan is not None:
-                port = port if isinstance(port, int) else None
-                plan = self.replan(number, port, hosts_of(message))
+        if number > 0 and self.replan is not None:
+            port = port if isinstance(port, int) else None
+            plan = self.replan(number, port, hosts_of(message))
         children, error = self._spawn(plan.processes, number)
+        if self.options.say_start and error is None:
+            say_started(number, children)
         group = Group(
             self.loop,
             children,
@@ -270,7 +271,6 @@ class NodeRun:
             self.attempt.abort(error)
         elif not any(not child.spec.service for child in children):
             self.attempt.workers_ended()  # a ps-only node: its workers are elsewhere
-        logger.debug(f"started {len(children)} processes (attempt {number})")
         group.reap()  # exits that happened while signals were blocked
 
     def _spawn(

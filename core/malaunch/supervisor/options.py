@@ -79,6 +79,8 @@ class SuperviseOptions:
     staging's stage-in); ``finish`` runs once the last attempt's processes have ended, before the
     summary is written (data staging's final upload: :mod:`malaunch.staging.session`), and
     only when an attempt has started (a job stopped before its start uploads nothing).
+    ``say_start``: each attempt's start is said on the console (``simulate`` has said what
+    it starts).
     ``success_policy``: when the job has succeeded, ``all-workers`` or ``chief``
     (:mod:`malaunch.job.success`).
     ``run_started`` is called once, when the first attempt's processes have started (the
@@ -108,6 +110,7 @@ class SuperviseOptions:
     console_raw: bool = False
     prepare: Optional[Preparation] = None
     finish: Optional[FinishHook] = None
+    say_start: bool = True
     replace_lost: Optional[float] = None
     success_policy: str = ALL_WORKERS
     run_started: Optional[Callable[[], None]] = None

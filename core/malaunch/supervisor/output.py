@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from malaunch.console import escape_bytes, is_plain
 from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
 from malaunch.rankspec import RankSpec, parse_rank_spec
+from malaunch.wording import ranks, spans
 
 # A process that never prints a newline (progress bars with \r) must not grow the buffer
 # without bound; past this size the partial line goes out as a line of its own.
@@ -52,6 +53,26 @@ def describe(spec: ProcessSpec) -> str:
     if spec.local_rank is not None:
         return f"{spec.role} {spec.local_rank}"
     return spec.role
+
+
+def describe_all(specs: Sequence[ProcessSpec]) -> str:
+    """The processes of a plan, role by role in plan order: ``ps 0-1, ranks 0-2``,
+    ``scheduler, ranks 0-7``, ``nodes 0-3``."""
+    numbers: Dict[str, List[int]] = {}
+    for spec in specs:
+        number = spec.rank if spec.rank is not None else spec.local_rank
+        numbers.setdefault(spec.role, [])
+        if number is not None:
+            numbers[spec.role].append(number)
+    parts = []
+    for role, found in numbers.items():
+        if not found:
+            parts.append(role)
+        elif role in ("worker", "node"):
+            parts.append(ranks(found, "rank" if role == "worker" else "node"))
+        else:
+            parts.append(f"{role} {spans(found)}")
+    return ", ".join(parts)
 
 
 PREFIX_FIELDS = ("node", "host", "rank", "local_rank", "role")

@@ -10,14 +10,25 @@ from malaunch.errors import LaunchError
 from malaunch.events import Clock
 from malaunch.hang.heartbeat import HeartbeatSocket
 from malaunch.hang.watch import HangSettings
+from malaunch.log import logger
 from malaunch.models import ProcessSpec, Topology
 from malaunch.supervisor.containment import Containment
 from malaunch.supervisor.dedup import Deduper, DedupRelay, member
 from malaunch.supervisor.options import SuperviseOptions
-from malaunch.supervisor.output import ConsoleWriter, LineRelay, console_prefix
+from malaunch.supervisor.output import ConsoleWriter, LineRelay, console_prefix, describe_all
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.signals import SignalWakeup
 from malaunch.supervisor.spawn import Child, make_child_setup, spawn
+from malaunch.wording import plural
+
+
+def say_started(number: int, children: Sequence[Child]) -> None:
+    """``starting ranks 0-7 (8 processes)``, ``attempt 1: starting ...``: while the ranks
+    import torch, the console would otherwise say nothing. Said once they are spawned: the
+    logger's first message costs ~70 ms (:mod:`malaunch.log`)."""
+    attempt = f"attempt {number}: " if number > 0 else ""
+    count = plural(len(children), "process")
+    logger.info(f"{attempt}starting {describe_all([c.spec for c in children])} ({count})")
 
 
 def start_processes(

@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional
 
 from malaunch.errors import ExitCode
 from malaunch.files import write_atomic
+from malaunch.job.coordinator import CAPTURE_TIMEOUT
 from malaunch.log import logger
 from malaunch.supervisor.attempt import describe_failure
 from malaunch.supervisor.errorfile import error_lines, read_error_file
@@ -59,6 +60,7 @@ from malaunch.supervisor.output import describe
 from malaunch.supervisor.runs import SUMMARY as SUMMARY_FILE
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import TailReader, own_log
+from malaunch.wording import plural, ranks
 
 FIRST_FAILURE_MARK = "<- first failure"
 
@@ -140,8 +142,11 @@ def write_summary(log_dir: str, summary: Dict[str, Any]) -> Optional[str]:
 
 
 def table_lines(outcome: Outcome) -> List[str]:
-    """The console table: one row per process, the first failure marked."""
-    rows = [("ROLE", "RANK", "PID", "EXIT", "TIME", "LOG")]
+    """The console table: one row per process, the first failure marked; ``simulate``'s
+    processes are node launchers, numbered by node."""
+    numbered = [c for c in outcome.children if c.spec.rank is not None]
+    nodes = bool(numbered) and all(child.spec.role == "node" for child in numbered)
+    rows = [("ROLE", "NODE" if nodes else "RANK", "PID", "EXIT", "TIME", "LOG")]
     for child in outcome.children:
         rank = child.spec.rank if child.spec.rank is not None else child.spec.local_rank
         cells = (child.spec.role, "-" if rank is None else str(rank), str(child.pid))
@@ -197,15 +202,12 @@ def report(
         head += f", stopped because {describe_failure(summary['stopped_by'])}"
     restarts = summary["restarts"]
     if restarts:
-        head += f", after {restarts} restart{'s' if restarts > 1 else ''}"
+        head += f", after {plural(restarts, 'restart')}"
     if not last.children:
         return  # nothing started: the error that says why is the one line to read
     logger.info(f"summary: {head}" + (f" ({path})" if path else ""))
-    hang = summary["hang"]
-    if hang is not None:
-        culprits = hang.get("culprits") or []
-        named = ", ".join(str(rank) for rank in culprits) or "none singled out"
-        logger.info(f"  hang: {hang.get('reason', '')}; odd ranks: {named}")
+    if summary["hang"] is not None:
+        logger.info(f"  {hang_line(summary['hang'])}")
     for line in table_lines(last):
         logger.info(f"  {line}")
     if console_dropped:
@@ -215,6 +217,18 @@ def report(
             f"{log_dir} hold every line"
         )
     _show_failure(summary.get("first_failure") or summary.get("job_failure"))
+
+
+def hang_line(hang: Dict[str, Any]) -> str:
+    """``hang: rank 1 is elsewhere, in ...`` (the reason names the odd ranks, if any:
+    :mod:`malaunch.hang.blame`), and the nodes whose stacks node 0 did not wait for."""
+    line = f"hang: {hang.get('reason', '')}"
+    if not hang.get("culprits"):
+        line += ": no rank singled out"
+    silent = [node for node in hang.get("nodes_silent") or () if isinstance(node, int)]
+    if silent:
+        line += f" (no stacks from {ranks(silent, 'node')} within {CAPTURE_TIMEOUT:g}s)"
+    return line
 
 
 def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
@@ -232,7 +246,8 @@ def _show_failure(failure: Optional[Dict[str, Any]]) -> None:
         return
     log_file = failure.get("tail_file") or failure.get("log_file") or "its log"
     count = len(failure["tail"])
-    logger.info(f"last {f'{count} lines' if count > 1 else 'line'} of {log_file} ({where}):")
+    lines = plural(count, "line") if count > 1 else "line"
+    logger.info(f"last {lines} of {log_file} ({where}):")
     for line in failure["tail"]:
         logger.info(f"  | {line}")
     if failure.get("exception") and failure["exception"] not in "\n".join(failure["tail"]):

@@ -12,6 +12,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, is_plain_int, parse_int
+from malaunch.wording import plural
 
 _QUOTES = ("'", '"')
 _PORT_RANGE = (1, 65535)
@@ -212,7 +213,7 @@ def check_host_count(env: Mapping[str, str], name: str, label: str, count: int) 
     """A declared count (``MA_NUM_HOSTS``, ``SLURM_NNODES``, ...) must match the host list."""
     declared = read_int(env, name, minimum=1, maximum=MAX_NODES)
     if declared is not None and declared != count:
-        msg = f"{name}={declared} does not match {label}, which lists {count} hosts"
+        msg = f"{name}={declared} does not match {label}, which lists {plural(count, 'host')}"
         raise TopologyError(msg)
 
 
@@ -224,10 +225,11 @@ def node_index(env: Mapping[str, str], name: str, label: str, count: int) -> int
         if count == 1:
             return 0
         state = "is empty" if name in env else "is not set"
-        msg = f"{name} {state} and {label} lists {count} hosts: cannot tell which node this is"
+        hosts = plural(count, "host")
+        msg = f"{name} {state} and {label} lists {hosts}: cannot tell which node this is"
         raise TopologyError(msg)
     if index >= count:
-        msg = f"{name}={index} is out of range for {label} ({count} hosts)"
+        msg = f"{name}={index} is out of range for {label} ({plural(count, 'host')})"
         raise TopologyError(msg)
     return index
 
@@ -313,6 +315,7 @@ def device_ids(env: Mapping[str, str], nproc: Optional[int], nproc_origin: str) 
     if nproc is None:
         return ids
     if nproc > len(ids):
-        msg = f"{nproc_origin} asks for {nproc} processes per node but {name} lists {len(ids)}"
+        asks = plural(nproc, "process")
+        msg = f"{nproc_origin} asks for {asks} per node but {name} lists {len(ids)}"
         raise TopologyError(msg)
     return ids[:nproc]

@@ -22,6 +22,7 @@ from malaunch.numbers import (
     is_plain_int,
 )
 from malaunch.topology import envparse
+from malaunch.wording import plural
 
 SOURCE = "mindx"
 SCHED_ROLE = "MS_SCHED"
@@ -62,12 +63,12 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
         if node_rank >= pods:
             msg = (
                 f"MS_NODE_RANK={node_rank} is out of range: MS_WORKER_NUM={total} / "
-                f"MS_LOCAL_WORKER={local} gives {pods} worker pods"
+                f"MS_LOCAL_WORKER={local} gives {plural(pods, 'worker pod')}"
             )
             raise TopologyError(msg)
         task = Task(role="worker", index=node_rank)
         nproc = options.nproc_per_node or local
-        check_world_size(pods, nproc, f"{pods} worker pods x {nproc} processes")
+        check_world_size(pods, nproc, f"{plural(pods, 'worker pod')} x {plural(nproc, 'process')}")
         ids = _local_ids(env, nproc)
     nodes = tuple(
         Node(

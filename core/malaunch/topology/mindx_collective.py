@@ -37,6 +37,7 @@ from malaunch.models import Node, ResolveOptions, Topology, device_slots
 from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, MAX_WORLD_SIZE, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
+from malaunch.wording import plural
 
 TASK_ID_VAR = "MINDX_TASK_ID"
 VISIBLE_VAR = "ASCEND_VISIBLE_DEVICES"
@@ -126,7 +127,7 @@ def _shape(names: Names, env: Mapping[str, str]) -> Tuple[int, int, int]:
     if rank >= pods:
         msg = (
             f"{names.rank}={rank} is out of range: {names.total}={total} / "
-            f"{names.local}={local} gives {pods} NPU pods"
+            f"{names.local}={local} gives {plural(pods, 'NPU pod')}"
         )
         raise TopologyError(msg)
     return pods, local, rank
@@ -140,7 +141,7 @@ def resolve(names: Names, env: Mapping[str, str], options: ResolveOptions) -> To
         raise _unset(names.master)
     master = envparse.parse_host(master, names.master)
     nproc = options.nproc_per_node or local
-    check_world_size(pods, nproc, f"{pods} NPU pods x {nproc} processes")
+    check_world_size(pods, nproc, f"{plural(pods, 'NPU pod')} x {plural(nproc, 'process')}")
     ids = physical_ids(env, nproc)
     own = _own_address(env, names)
     nodes = tuple(

@@ -34,6 +34,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 from malaunch.errors import TopologyError
 from malaunch.numbers import is_plain_int
 from malaunch.topology import envparse, kubeflow
+from malaunch.wording import listing
 
 # The source ``auto`` falls back to (malaunch.topology.local, registered by name like any other).
 FALLBACK_SOURCE = "local"
@@ -80,8 +81,7 @@ def check_not_nested(env: Mapping[str, str], declared: Sequence[Tuple[str, str]]
             seen.append((name, who))
     if not seen:
         return
-    named = [name for name, _ in seen]
-    names = " and ".join([", ".join(named[:-1]), named[-1]]) if len(named) > 1 else named[0]
+    names = listing([name for name, _ in seen])
     verb = "is" if len(seen) == 1 else "are"
     who = seen[0][1]
     msg = (

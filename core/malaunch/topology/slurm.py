@@ -26,6 +26,7 @@ from malaunch.numbers import MAX_LOCAL_PROCESSES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.slurm_hostlist import expand_counts, expand_hostlist
+from malaunch.wording import plural
 
 SOURCE = "slurm"
 NODELIST_VARS = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
@@ -53,7 +54,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
         envparse.check_host_count(env, name, label, len(hosts))
     node_rank = envparse.node_index(env, "SLURM_NODEID", label, len(hosts))
     counts, origin = _nprocs(env, options, len(hosts), node_rank)
-    check_world_size(1, sum(counts), f"{label} ({len(hosts)} nodes) with {origin}")
+    check_world_size(1, sum(counts), f"{label} ({plural(len(hosts), 'node')}) with {origin}")
     ids = envparse.device_ids(env, counts[node_rank], origin)
     nodes: List[Node] = []
     first_rank = 0
@@ -124,7 +125,9 @@ def _tasks_per_node(env: Mapping[str, str], nnodes: int) -> Optional[Tuple[List[
             continue
         counts = expand_counts(value, name)
         if len(counts) != nnodes:
-            msg = f'{name}="{value}" gives {len(counts)} nodes, the node list has {nnodes}'
+            msg = (
+                f'{name}="{value}" gives {plural(len(counts), "node")}, the node list has {nnodes}'
+            )
             raise TopologyError(msg)
         if 0 in counts:
             msg = f'{name}="{value}": every node needs at least 1 task'

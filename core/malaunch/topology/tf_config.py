@@ -20,6 +20,7 @@ from malaunch.numbers import MAX_NODES, is_plain_int
 from malaunch.topology import envparse
 from malaunch.topology.jsonvar import load_json
 from malaunch.topology.tf_ps import RoleMap, build_topology, check_distinct
+from malaunch.wording import plural
 
 SOURCE = "tf-config"
 VAR = "TF_CONFIG"
@@ -138,6 +139,6 @@ def _task(task: object, roles: RoleMap) -> Task:
 
 def _index_problem(role: str, index: int, tasks: Dict[int, Tuple[str, int]]) -> str:
     if sorted(tasks) == list(range(len(tasks))):
-        return f"task.index: {index} is out of range for {role} ({len(tasks)} tasks)"
+        return f"task.index: {index} is out of range for {role} ({plural(len(tasks), 'task')})"
     listed = ", ".join(str(i) for i in sorted(tasks))
     return f"task.index: {index} is not listed in the sparse cluster.{role} (indices: {listed})"

@@ -17,6 +17,7 @@ from malaunch.models import Device, Node, ResolveOptions, Task, Topology
 from malaunch.numbers import MAX_NODES
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
+from malaunch.wording import plural
 
 SOURCE = "tf-ps"
 # Node order; ranks are numbered in the same order, so node index and rank grow together.
@@ -72,12 +73,12 @@ def _task_index(env: Mapping[str, str], role: str, count: int) -> int:
         if count == 1:
             return 0
         msg = (
-            f"VC_TASK_INDEX is not set and {name} lists {count} {role} tasks: "
+            f"VC_TASK_INDEX is not set and {name} lists {plural(count, role + ' task')}: "
             "cannot tell which one this container runs"
         )
         raise TopologyError(msg)
     if index >= count:
-        msg = f"VC_TASK_INDEX={index} is out of range for {name} ({count} tasks)"
+        msg = f"VC_TASK_INDEX={index} is out of range for {name} ({plural(count, 'task')})"
         raise TopologyError(msg)
     return index
 

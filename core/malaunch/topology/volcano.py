@@ -25,6 +25,7 @@ from malaunch.models import Node, ResolveOptions, Topology, device_slots
 from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
+from malaunch.wording import plural
 
 SOURCE = "volcano"
 ETC_VOLCANO = Path("/etc/volcano")
@@ -71,7 +72,8 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     else:
         gpus = envparse.read_int(env, "MA_NUM_GPUS", maximum=MAX_LOCAL_PROCESSES)
         nproc, origin = gpus or 1, "MA_NUM_GPUS"
-    check_world_size(len(hosts), nproc, f"{label} ({len(hosts)} hosts) x {origin}={nproc}")
+    hosts_count = plural(len(hosts), "host")
+    check_world_size(len(hosts), nproc, f"{label} ({hosts_count}) x {origin}={nproc}")
     ids = envparse.device_ids(env, nproc, origin)
     nodes = [
         Node(

@@ -35,6 +35,7 @@ from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_NODES, check_world_size
 from malaunch.topology import envparse
 from malaunch.topology.data import parse_data_paths
 from malaunch.topology.volcano import read_host_file, volcano_dir
+from malaunch.wording import plural
 
 SOURCE = "volcano-tasks"
 HOSTS_VAR = re.compile(r"VC_(?P<task>[A-Z0-9_]+)_HOSTS")
@@ -215,7 +216,7 @@ def this_pod(env: Mapping[str, str], tasks: Tasks, labels: Dict[str, str]) -> Po
     if pod.index >= count:
         msg = (
             f"{var}: {pod.task.lower()} pod {pod.index} is out of range for "
-            f"{labels[pod.task]} ({count} hosts)"
+            f"{labels[pod.task]} ({plural(count, 'host')})"
         )
         raise TopologyError(msg)
     return pod
@@ -238,7 +239,7 @@ def resolve(env: Mapping[str, str], options: ResolveOptions) -> Topology:
     ids = envparse.device_ids(env, nproc, origin)
     pods = sum(len(hosts) for hosts in tasks.values())
     listed = " + ".join(labels.values())
-    check_world_size(pods, nproc, f"{listed} ({pods} hosts) x {origin}={nproc}")
+    check_world_size(pods, nproc, f"{listed} ({plural(pods, 'host')}) x {origin}={nproc}")
     placed = [(key, i, host) for key in order for i, host in enumerate(tasks[key])]
     node_rank = next(n for n, (key, i, _) in enumerate(placed) if (key, i) == (pod.task, pod.index))
     nodes = tuple(

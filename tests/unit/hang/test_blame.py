@@ -29,7 +29,7 @@ def test_one_odd_rank_among_many() -> None:
             {"frame": WAIT, "ranks": [0, 1, 2, 3, 4, 6, 7]},
             {"frame": STUCK, "ranks": [5]},
         ],
-        "reason": f"most ranks wait in {WAIT}; these are elsewhere",
+        "reason": f"rank 5 is elsewhere, in {STUCK}, while ranks 0-4,6-7 wait in {WAIT}",
     }
 
 
@@ -42,6 +42,10 @@ def test_every_rank_outside_the_largest_group_is_named() -> None:
         {"frame": STUCK, "ranks": [1, 6]},
         {"frame": LOOP, "ranks": [3]},
     ]
+    assert verdict["reason"] == (
+        f"ranks 1,3,6 are elsewhere, ranks 1,6 in {STUCK} and rank 3 in {LOOP}, while ranks "
+        f"0,2,4,7 wait in {WAIT}"
+    )
 
 
 def test_all_in_one_place_names_nobody() -> None:

@@ -330,6 +330,7 @@ def test_restart_waits_for_every_node_to_end_then_for_the_back_off() -> None:
             "failure": failure,
             "decision": "restart 1 of 2",
             "delay": 1.25,
+            "said": "restart 1 of 2 after a 1.2s back-off",
         }
     ]
     assert job.coordinator.phase == "restarting"
@@ -389,6 +390,7 @@ def test_restarts_until_used_up() -> None:
             "final": True,
             "failure": {**FAILURE, "node": 1},
             "decision": "--max-restarts 1 used up",
+            "said": "no restart left: --max-restarts 1 used up",
         }
     ]
     assert job.scheduler.calls == []
@@ -413,6 +415,8 @@ def test_lost_node_ends_the_job_when_it_cannot_be_replaced(
     failure = {"kind": "lost", "node": 2, "rank": None, "code": None}
     assert job.transport.take() == [
         {"t": "stop", "attempt": 0, "final": True, "failure": failure, "decision": decision}
+        # said on every node's console when restarts were asked for
+        | ({"said": f"no restart: {decision}"} if policy.max_restarts else {})
     ]
     assert job.coordinator.phase == "over"
 
@@ -568,6 +572,7 @@ def test_capture_timeout_uses_the_stacks_that_came() -> None:
     assert stop["failure"]["kind"] == "hang"
     assert stop["failure"]["code"] == 124
     assert hang["nodes_reporting"] == [0, 2]
+    assert hang["nodes_silent"] == [1]  # given up on: every summary says so
     assert hang["stack_file"] is None  # node 1's hung rank sent nothing
     assert hang["culprits"] == [1]
     # Stacks that arrive after the verdict change nothing.

@@ -97,6 +97,7 @@ def test_a_replacement_that_never_comes_ends_the_job_saying_so() -> None:
             "failure": failure,
             "decision": "node 2 never came back within --rejoin-timeout 300s",
             "losses": [{"node": 2, "lost_at": 1000.0, "rejoin_seconds": None}],
+            "said": "no restart: node 2 never came back within --rejoin-timeout 300s",
         }
     ]
     assert job.coordinator.phase == "over"
@@ -131,6 +132,7 @@ def test_a_node_lost_after_the_last_restart_ends_the_job() -> None:
             "final": True,
             "failure": LOST_2,
             "decision": "--max-restarts 1 used up",
+            "said": "no restart left: --max-restarts 1 used up",
         }
     ]
 

@@ -37,21 +37,25 @@ def no_random(low: float, high: float) -> float:
 
 def test_no_restarts_allowed() -> None:
     verdict = decide(RestartPolicy(), 0, kind="exit", code=1, uptime=100.0, uniform=no_random)
-    assert verdict == Decision(False, 0.0, "no restarts allowed (--max-restarts 0)")
+    # nothing to say on the console: no restart was asked for
+    assert verdict == Decision(False, 0.0, "no restarts allowed (--max-restarts 0)", None)
 
 
 @pytest.mark.parametrize("done", [2, 3])
 def test_restarts_used_up(done: int) -> None:
     policy = RestartPolicy(max_restarts=2)
     verdict = decide(policy, done, kind="exit", code=1, uptime=100.0, uniform=no_random)
-    assert verdict == Decision(False, 0.0, "--max-restarts 2 used up")
+    reason = "--max-restarts 2 used up"
+    assert verdict == Decision(False, 0.0, reason, f"no restart left: {reason}")
 
 
 @pytest.mark.parametrize("kind", NEVER_RESTARTED)
 def test_kinds_never_restarted(kind: str) -> None:
     policy = RestartPolicy(max_restarts=5)
     verdict = decide(policy, 0, kind=kind, code=1, uptime=100.0, uniform=no_random)
-    assert verdict == Decision(False, 0.0, f"a failure of kind {kind!r} is never restarted")
+    # a signalled launcher says so itself
+    said = None if kind == "signal" else "no restart: a lost node launcher is not restarted"
+    assert verdict == Decision(False, 0.0, f"a failure of kind {kind!r} is never restarted", said)
 
 
 def test_never_restarted_kinds() -> None:
@@ -62,21 +66,25 @@ def test_failure_before_min_uptime_is_a_start_up_crash() -> None:
     policy = RestartPolicy(max_restarts=5, min_uptime=10.0)
     verdict = decide(policy, 0, kind="exit", code=1, uptime=2.34, uniform=no_random)
     assert verdict == Decision(
-        False, 0.0, "failed after 2.3s, before --min-uptime 10s: a start-up crash"
+        False,
+        0.0,
+        "failed after 2.3s, before --min-uptime 10s: a start-up crash",
+        "no restart: failed after 2.3s, before --min-uptime 10s",
     )
 
 
 def test_failure_at_min_uptime_is_restarted() -> None:
     policy = RestartPolicy(max_restarts=5, min_uptime=10.0, backoff=(0.0, 0.0))
     verdict = decide(policy, 0, kind="exit", code=1, uptime=10.0, uniform=no_random)
-    assert verdict == Decision(True, 0.0, "restart 1 of 5")
+    assert verdict == Decision(True, 0.0, "restart 1 of 5", "restart 1 of 5 at once")
 
 
 @pytest.mark.parametrize("code", [0, 2, 137, None])
 def test_code_not_in_restart_on(code: Optional[int]) -> None:
     policy = RestartPolicy(max_restarts=5, restart_on=frozenset({1, 70}))
     verdict = decide(policy, 0, kind="exit", code=code, uptime=100.0, uniform=no_random)
-    assert verdict == Decision(False, 0.0, f"exit code {code} is not in --restart-on")
+    reason = f"exit code {code} is not in --restart-on"
+    assert verdict == Decision(False, 0.0, reason, f"no restart: {reason} 1,70")
 
 
 def test_restart_with_delay_from_the_injected_uniform() -> None:
@@ -84,14 +92,14 @@ def test_restart_with_delay_from_the_injected_uniform() -> None:
     uniform = Recorder(share=0.5)
     verdict = decide(policy, 1, kind="exit", code=70, uptime=100.0, uniform=uniform)
     # Restart 2: full = 2 * 2**1 = 4; half of it fixed, half from uniform(0, 2) -> 1.
-    assert verdict == Decision(True, 3.0, "restart 2 of 3")
+    assert verdict == Decision(True, 3.0, "restart 2 of 3", "restart 2 of 3 after a 3.0s back-off")
     assert uniform.calls == [(0.0, 2.0)]
 
 
 def test_restart_on_none_restarts_any_code() -> None:
     policy = RestartPolicy(max_restarts=1, backoff=(1.0, 30.0))
     verdict = decide(policy, 0, kind="hang", code=124, uptime=0.0, uniform=Recorder())
-    assert verdict == Decision(True, 0.5, "restart 1 of 1")
+    assert verdict == Decision(True, 0.5, "restart 1 of 1", "restart 1 of 1 after a 0.5s back-off")
 
 
 # -- backoff_delay ------------------------------------------------------------------------

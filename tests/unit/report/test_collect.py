@@ -200,7 +200,7 @@ def test_a_hang_marks_the_silent_rank_and_the_odd_ones_out(tmp_path: Path) -> No
     hang = {
         "rank": 1, "role": "worker", "node": 0, "seconds_silent": 3.0, "detected_at": T0 + 4,
         "culprits": [1], "groups": [{"frame": "wait (a.py:1)", "ranks": [0]}],
-        "reason": "most ranks wait in wait (a.py:1); these are elsewhere",
+        "reason": "rank 1 is elsewhere, in stuck (b.py:2), while ranks 0,2 wait in wait (a.py:1)",
         "stack_file": str(stack),
     }  # fmt: skip
     failure = {"kind": "hang", "node": 0, "rank": 1, "role": "worker", "code": 124, "hang": hang}

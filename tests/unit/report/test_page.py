@@ -11,8 +11,9 @@ from typing import Dict, List, Optional, Tuple
 
 from malaunch.report.collect import collect
 from malaunch.report.model import LogFile
-from malaunch.report.page import render_page, spans
+from malaunch.report.page import render_page
 from malaunch.report.sections import href, link
+from malaunch.wording import spans
 
 from .runs import HOSTILE, Launcher, exit_failure, restarted_job
 

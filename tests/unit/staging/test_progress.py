@@ -73,6 +73,4 @@ def test_a_log_gets_a_line_every_few_seconds(lines: List[str]) -> None:
         progress.add(10)
         progress.tick()
     assert len(lines) == 3
-    assert lines[0].startswith(
-        "stage-out o -> s3://b/o: 40 B of 1000 B, 0/1 files, 20 B/s, ETA 48s"
-    )
+    assert lines[0].startswith("stage-out o -> s3://b/o: 40 B of 1000 B, 0/1 file, 20 B/s, ETA 48s")

@@ -19,9 +19,8 @@ from malaunch.log import logger
 from malaunch.numbers import is_plain_int
 from malaunch.topology.envparse import is_host
 from malaunch.topology.ranktable.hccn import DEFAULT_PATH, read_hccn_conf
-from malaunch.topology.ranktable.schema import plural
-from malaunch.topology.ranktable.source import spans
 from malaunch.topology.ranktable.write import render, write_table
+from malaunch.wording import plural, spans
 
 MAX_DEVICE = 15  # HCCL's device_id range on A2/A3/310P (0-7 on 910A)
 MAX_SERVER_ID = 63  # HCCL requires server_id shorter than 64 characters

@@ -71,11 +71,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def plural(count: int, word: str) -> str:
-    """``1 server``, ``2 servers``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def fail(where: str, path: str, what: str) -> NoReturn:
     """Raise the one error type for a malformed table, naming file and JSON path."""
     msg = f"{where}: {path}: {what}" if path else f"{where}: {what}"

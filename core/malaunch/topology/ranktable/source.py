@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Dict, Mapping
 
 from malaunch.errors import MissingInputError, NotReadyError, TopologyError
 from malaunch.files import output_path
@@ -22,8 +22,9 @@ from malaunch.topology import envparse
 from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.identity import find_this_node
 from malaunch.topology.ranktable.read import Location, NotReady, read_once, wait_ready
-from malaunch.topology.ranktable.schema import Server, Table, gc_paused, plural
+from malaunch.topology.ranktable.schema import Server, Table, gc_paused
 from malaunch.topology.ranktable.write import converted_path, v1_text, write_table
+from malaunch.wording import plural, spans
 
 SOURCE_NAME = "ranktable"
 V1_VAR = "RANK_TABLE_FILE_V_1_0"
@@ -139,21 +140,6 @@ def _load_now(path: Path) -> Table:
         msg = f'{where}: not ready: {found.reason}; a launch would wait until it is "completed"'
         raise NotReadyError(msg)
     return parse_table(found.data, where)
-
-
-def spans(numbers: Iterable[int]) -> str:
-    """``0-7``, ``0,2,4-6``: sorted numbers with runs collapsed."""
-    ordered = sorted(numbers)
-    parts: List[str] = []
-    start = previous = ordered[0]
-    for value in [*ordered[1:], None]:
-        if value is not None and value == previous + 1:
-            previous = value
-            continue
-        parts.append(str(start) if start == previous else f"{start}-{previous}")
-        if value is not None:
-            start = previous = value
-    return ",".join(parts)
 
 
 def describe_file(path: Path) -> str:

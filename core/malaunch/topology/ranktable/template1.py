@@ -27,6 +27,7 @@ from malaunch.topology.ranktable.schema import (
     text_at,
 )
 from malaunch.topology.ranktable.superpod import SuperIds, check_super_pods, super_device_ids
+from malaunch.wording import noun_for, plural
 
 
 def parse_template1(data: Mapping[str, Any], where: str, version: str) -> Table:
@@ -142,7 +143,8 @@ def _check_ranks(servers: List[Server], where: str) -> None:
             path = f"{server.path}.device[{index}].rank_id"
             if entry.rank >= total:
                 what = (
-                    f'rank id "{entry.rank}" is out of range: {total} devices are listed, '
+                    f'rank id "{entry.rank}" is out of range: {plural(total, "device")} '
+                    f"{noun_for(total, 'is')} listed, "
                     f"so rank ids must be 0..{total - 1} without gaps"
                 )
             else:

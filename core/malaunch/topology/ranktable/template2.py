@@ -27,11 +27,11 @@ from malaunch.topology.ranktable.schema import (
     fail,
     host,
     number,
-    plural,
     shown,
     text,
     text_at,
 )
+from malaunch.wording import plural
 
 
 class _Pod(NamedTuple):
@@ -121,7 +121,7 @@ def _group_pods(
     listed = sum(len(pod.device_ids) for pod in pods)
     if listed != device_count:
         declared = shown(group["device_count"])
-        what = f"{declared} does not match the {listed} devices listed in instance_list"
+        what = f"{declared} does not match the {plural(listed, 'device')} listed in instance_list"
         fail(where, f"{path}.device_count", what)
     by_index: Dict[Optional[int], _Pod] = {}
     for pod in pods:

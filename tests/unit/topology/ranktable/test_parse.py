@@ -12,7 +12,8 @@ from malaunch.errors import MalaunchError, MissingInputError, NotReadyError, Top
 from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.read import NotReady, Ready, read_once
 from malaunch.topology.ranktable.schema import Table
-from malaunch.topology.ranktable.source import _load_now, describe_file, spans
+from malaunch.topology.ranktable.source import _load_now, describe_file
+from malaunch.wording import spans
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 SHARED = FIXTURES / "shared"

@@ -1,0 +1,100 @@
+"""How the launcher words what it says: counts, runs of numbers, the name a typo meant.
+
+One place for each, so that every message counts alike (``1 process``, ``2 processes``),
+folds ranks alike (``ranks 0,2-7``) and suggests alike (one name when one is close, none when
+none is).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Iterable, List, Optional, Sequence
+
+# Nouns whose plural is not the noun + "s".
+_IRREGULAR = {"process": "processes", "entry": "entries", "retry": "retries", "is": "are"}
+# A name typed is close to a known one when difflib's ratio reaches this, or when one holds
+# a word of the other at least _WORD letters long (``pytorch`` holds ``torch`` of torch_ddp).
+_CLOSE = 0.75
+_WORD = 5
+
+
+def plural(count: int, noun: str, plural_form: Optional[str] = None) -> str:
+    """``1 file``, ``2 files``, ``0 processes``: a count and its noun, agreed."""
+    return f"{count} {noun_for(count, noun, plural_form)}"
+
+
+def noun_for(count: int, noun: str, plural_form: Optional[str] = None) -> str:
+    """``noun`` as ``count`` of it needs: ``rank`` for 1, ``ranks`` otherwise (the last word
+    of ``other process`` takes the plural)."""
+    if count == 1:
+        return noun
+    if plural_form is not None:
+        return plural_form
+    head, space, last = noun.rpartition(" ")
+    return f"{head}{space}{_IRREGULAR.get(last, last + 's')}"
+
+
+def spans(numbers: Iterable[int]) -> str:
+    """``0-3,5,7-8``: the numbers sorted, duplicates dropped, runs folded."""
+    runs: List[List[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def listing(items: Sequence[str]) -> str:
+    """``A``, ``A and B``, ``A, B and C``: names said as a list is said."""
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def ranks(numbers: Sequence[int], noun: str = "rank") -> str:
+    """``rank 3``, ``ranks 0-3,5``: ranks (or nodes) named with their noun."""
+    return f"{noun_for(len(set(numbers)), noun)} {spans(numbers)}"
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _words(name: str) -> List[str]:
+    return [word for word in re.split(r"[^a-z0-9]+", _normal(name)) if len(word) >= _WORD]
+
+
+def _close(typed: str, known: str) -> bool:
+    a, b = _normal(typed), _normal(known)
+    if difflib.SequenceMatcher(None, a, b).ratio() >= _CLOSE:
+        return True
+    return any(word in b for word in _words(a)) or any(word in a for word in _words(b))
+
+
+def closest(typed: str, names: Iterable[str]) -> Optional[str]:
+    """The one known name ``typed`` most likely meant, or None when none is close.
+
+    Case and ``_`` against ``-`` are ignored (``--nproc_per_node`` is ``--nproc-per-node``);
+    among close names the most similar wins, so there is never more than one suggestion, and
+    none when two are equally close.
+    """
+    candidates = [name for name in dict.fromkeys(names) if name != typed and _close(typed, name)]
+    if not candidates:
+        return None
+    typed_normal = _normal(typed)
+
+    def similarity(name: str) -> float:
+        return difflib.SequenceMatcher(None, typed_normal, _normal(name)).ratio()
+
+    ranked = sorted(candidates, key=similarity, reverse=True)
+    if len(ranked) > 1 and similarity(ranked[0]) == similarity(ranked[1]):
+        return None  # --timeout: --hang-timeout or --wait-timeout? Naming one would mislead.
+    return ranked[0]
+
+
+def did_you_mean(typed: str, names: Iterable[str], shown: str = "{}") -> str:
+    """`` (did you mean X?)`` for the closest name, ``shown`` formatting it; else ``""``."""
+    found = closest(typed, names)
+    return f" (did you mean {shown.format(found)}?)" if found is not None else ""

@@ -1,0 +1,46 @@
+"""Counts, runs of numbers and suggestions, worded alike everywhere (malaunch.wording)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from malaunch.rankspec import parse_rank_spec
+from malaunch.wording import closest, did_you_mean, plural, ranks, spans
+
+
+def test_plural_agrees_with_its_count() -> None:
+    assert [plural(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
+    assert [plural(n, "process") for n in (1, 3)] == ["1 process", "3 processes"]
+    assert plural(2, "other process") == "2 other processes"
+    assert plural(2, "retry") == "2 retries"
+    assert plural(2, "is", "are") == "2 are"
+
+
+@settings(derandomize=True, max_examples=300)
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=40))
+def test_spans_name_exactly_the_numbers_folded(numbers: List[int]) -> None:
+    text = spans(numbers)
+    parsed = parse_rank_spec(text, "--ranks")
+    assert parsed.intervals is not None
+    assert sorted({n for a, b in parsed.intervals for n in range(a, b + 1)}) == sorted(set(numbers))
+    # every run is folded: no two intervals touch
+    assert all(b + 1 < c for (_, b), (c, _) in zip(parsed.intervals, parsed.intervals[1:]))
+
+
+def test_ranks_say_their_noun_once_per_count() -> None:
+    assert ranks([3]) == "rank 3"
+    assert ranks([0, 1, 2, 3, 5]) == "ranks 0-3,5"
+    assert ranks([1, 1], "node") == "node 1"
+
+
+def test_one_suggestion_or_none() -> None:
+    names = ["--hang-timeout", "--wait-timeout", "--framework", "--num-workers"]
+    assert closest("--framwork", names) == "--framework"
+    assert closest("--timeout", names) is None  # two as close: none named
+    assert closest("--zzz", names) is None
+    assert closest("--framework", names) is None  # nothing to correct
+    assert did_you_mean("pytorch", ["torch_ddp", "mindspore"]) == " (did you mean torch_ddp?)"
+    assert did_you_mean("check", ["convert", "validate"], "`x {}`") == ""
