@@ -42,7 +42,7 @@ def printed_nodes(
         elif line.startswith("# launcher: "):
             nodes[-1].argv = shlex.split(line[len("# launcher: ") :])
         elif line and not line.startswith("#") and nodes:
-            key, _, value = line.partition("=")
+            key, _, value = shlex.split(line)[0].partition("=")  # quoted for a shell
             nodes[-1].env[key] = value
     assert nodes and all(node.argv for node in nodes), result.stdout
     return nodes
