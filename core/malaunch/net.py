@@ -13,13 +13,18 @@ def family_of(host: str) -> socket.AddressFamily:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on at ``host`` right now.
+    """A TCP port that nothing uses on any address of this host right now.
 
-    The kernel picks it; another process may still take it before the caller binds, which is
-    the usual, accepted race of this technique (torchrun does the same).
+    The kernel picks it for the wildcard address of ``host``'s family, not for ``host``
+    itself: a port free on 127.0.0.1 may still be bound on 127.0.0.2 or by a connection's
+    source address, and a rendezvous server on the wildcard (and the pre-flight check, which
+    binds the wildcard: :func:`port_taken`) would then find it taken. Another process may
+    still take it before the caller binds, the usual, accepted race of this technique
+    (torchrun does the same).
     """
-    with socket.socket(family_of(host), socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+    family = family_of(host)
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", 0))
         return int(sock.getsockname()[1])
 
 

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import errno
 import socket
+import time
 from typing import Callable, Dict, Optional, Tuple
 
 from malaunch.events import EventLoop, Timer
@@ -49,6 +50,7 @@ MAX_STRANGERS = 256  # plus one for each node that has not joined: see _room_siz
 # short enough that 256 slots admit about 1,000 connections a second behind a flood.
 MIN_CHANCE = 0.25
 ACCEPT_BATCH = 32  # accepts per readable event: then the handshakes already waiting get read
+CLOSE_FLUSH = 1.0  # seconds all peers share, at close, to take what still waits for them
 OUT_OF_FILES_PAUSE = 0.1  # seconds without accepting when the launcher is out of descriptors
 RECV_CHUNK = 65536
 MAX_WARNINGS = 5  # per peer: a babbling node must not flood the launcher's own log
@@ -86,13 +88,17 @@ class ChannelServer:
         on_join: Callable[[int, Optional[str]], None],
         on_report: Callable[[int, Message], None],
         on_lost: Callable[[int], None],
+        *,
+        listener: Optional[socket.socket] = None,
     ) -> None:
         self.loop = loop
         self.settings = settings
         self.on_join = on_join
         self.on_report = on_report
         self.on_lost = on_lost
-        self.listener = listen(settings.port)
+        # Bound before anything that can fail on node 0 (listen()): the nodes that came
+        # meanwhile wait in the backlog, and hear why if the job ends before its start.
+        self.listener = listener if listener is not None else listen(settings.port)
         self.strangers: Dict[int, _Connection] = {}
         self.peers: Dict[int, _Connection] = {}
         self.room: WaitingRoom[int] = WaitingRoom(self._room_size(), MIN_CHANCE)
@@ -246,6 +252,11 @@ class ChannelServer:
             if self.peers.get(node) is not conn:
                 return  # the welcome could not be sent: dropped
             logger.debug(f"job channel: node {node} joined from {conn.address}")
+            failure = message.get("failure")
+            if isinstance(failure, dict):
+                # A node that could not start says why in its hello: the job ends before the
+                # "prepare" its join would bring (and a stage-in it would begin elsewhere).
+                self.on_report(node, {"t": "failed", "attempt": -1, "failure": failure})
             self.on_join(node, host_of(message))
 
     def _reject(self, conn: _Connection, why: str) -> None:
@@ -367,6 +378,10 @@ class ChannelServer:
             self.paused.cancel()
         self.turned_away.close()
         self.rejections.close()
+        # What still waits (a last stop for a node slow to read) gets a short, shared while.
+        deadline = time.monotonic() + CLOSE_FLUSH
+        for conn in self.peers.values():
+            conn.outbox.drain(deadline)
         for conn in [*self.strangers.values(), *self.peers.values()]:
             if conn.timer is not None:
                 conn.timer.cancel()

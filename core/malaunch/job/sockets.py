@@ -9,8 +9,10 @@ seconds, is gone (as a blocking send would have said, without stopping everyone 
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
+import time
 from typing import Callable, Optional, Tuple
 
 from malaunch.events import EventLoop
@@ -67,6 +69,16 @@ class Outbox:
     def waited(self, now: float) -> float:
         """Seconds the data waiting now has gone without the peer taking any (0: none waits)."""
         return 0.0 if self.since is None else now - self.since
+
+    def drain(self, deadline: float) -> None:
+        """Before the connection closes: wait until ``deadline`` (``time.monotonic``) at most
+        for the peer to take what still waits for it."""
+        left = deadline - time.monotonic()
+        if self.data and left > 0:
+            with contextlib.suppress(OSError):
+                self.sock.settimeout(left)
+                self.sock.sendall(self.data)
+                self.data = b""
 
     def close(self) -> None:
         self.loop.remove_writer(self.fd)
