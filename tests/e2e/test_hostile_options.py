@@ -30,8 +30,8 @@ def test_a_malaunch_debug_click_refuses_is_one_line_without_traceback() -> None:
     result = run_cli(DRY, env=clean_env({"MALAUNCH_DEBUG": "\u0661"}))
     assert result.code == 64
     assert result.stderr == (
-        "malaunch: error: MALAUNCH_DEBUG: '\u0661' is not a valid boolean. Recognized values: , "
-        "0, 1, f, false, n, no, off, on, t, true, y, yes\n"
+        "malaunch: error: MALAUNCH_DEBUG: '\u0661' is not a valid boolean; "
+        "use one of 1, 0, true, false, yes, no, on, off\n"
     )
 
 

@@ -170,6 +170,10 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
+BOOL_REFUSAL = " is not a valid boolean"
+BOOL_WORDS = "1, 0, true, false, yes, no, on, off"
+
+
 def click_message(exc: click.ClickException) -> str:
     """click's error as one line, naming the option or the ``MALAUNCH_`` variable at fault."""
     if isinstance(exc, click.MissingParameter) and exc.param is not None:
@@ -177,6 +181,11 @@ def click_message(exc: click.ClickException) -> str:
         return f"{_culprit(exc.param, exc.ctx)} is required"
     if isinstance(exc, click.BadParameter) and exc.param is not None:
         culprit = _culprit(exc.param, exc.ctx)
+        if isinstance(exc.param.type, click.types.BoolParamType) and BOOL_REFUSAL in exc.message:
+            # click 8.1 lists no accepted values and 8.2 lists them with an empty one first:
+            # one wording on every supported click.
+            value = exc.message[: exc.message.index(BOOL_REFUSAL)]
+            return f"{culprit}: {value}{BOOL_REFUSAL}; use one of {BOOL_WORDS}"
         for flag in exc.param.opts:
             # The launcher's own parsers name the option first (malaunch.cli.options.Checked).
             if exc.message.startswith((f"{flag} ", f"{flag}:")):
