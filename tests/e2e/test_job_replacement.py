@@ -165,6 +165,30 @@ def test_d_a_node_lost_after_the_last_restart_ends_the_job(tmp_path: Path) -> No
     assert wait_gone(recorded_pids(tmp_path / "out")) == []
 
 
+def test_d_a_node_lost_after_node_0_used_the_last_restart_ends_the_job(tmp_path: Path) -> None:
+    """(d) with the budget spent, and (b)'s budget adopted: ``--max-restarts 1``; node 0 is
+    killed and replaced in attempt 0 (its replacement adopts the one restart as used), then
+    node 2 is lost in attempt 1. A new node 0 that had reset the budget would wait for node
+    2's replacement; the job must end at once instead, 75 on the others."""
+    nodes = nodes_of(tmp_path, 3, ["--max-restarts", "1"], steps=1000)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        kill_and_replace(launchers, tmp_path, node=0, nnodes=3, delay=1.0)
+        wait_for(lambda: len(started(tmp_path, 1)) == 6, "attempt 1", launchers)
+        launchers.procs[2].kill()
+        codes = launchers.wait(timeout=30, only=[0, 1])
+        output = launchers.output()
+    assert codes == {0: 75, 1: 75}, output
+    assert "node 2 lost" not in output  # nobody waited for a replacement
+    for index in (0, 1):
+        assert "no restart left: --max-restarts 1 used up" in launchers.output(index)
+        last = summary(tmp_path, index)["attempts"][-1]
+        assert (last["attempt"], last["failure"]["kind"], last["failure"]["node"]) == (1, "lost", 2)
+        assert last["decision"] == "--max-restarts 1 used up"
+    assert [a["attempt"] for a in summary(tmp_path, 0)["attempts"]] == [1]  # the new node 0
+    assert wait_gone(recorded_pids(tmp_path / "out")) == []
+
+
 class ListeningFakeNode0(FakeNode0):
     """The impostor of test_job_channel, which also records whatever a node sends after its
     hello (a node that trusted the welcome would report the job's state: ``resume``)."""
