@@ -23,6 +23,7 @@ from test_job_channel import FakeNode0
 from malaunch.testing import wait_gone
 
 WORKER = Path(__file__).parents[1] / "workers" / "job_worker.py"
+TF_TASK = Path(__file__).parents[1] / "workers" / "tf_like_task.py"
 
 
 def nodes_of(
@@ -187,6 +188,48 @@ def test_d_a_node_lost_after_node_0_used_the_last_restart_ends_the_job(tmp_path:
         assert last["decision"] == "--max-restarts 1 used up"
     assert [a["attempt"] for a in summary(tmp_path, 0)["attempts"]] == [1]  # the new node 0
     assert wait_gone(recorded_pids(tmp_path / "out")) == []
+
+
+def test_a_replacement_from_a_new_address_moves_every_nodes_plan(tmp_path: Path) -> None:
+    """A replaced pod may come back on another machine. TensorFlow tasks dial each other by the
+    cluster's addresses, so attempt 1's ``TF_CONFIG`` must name worker 1 where its replacement
+    is (127.0.0.9, as its own platform says), on every node, not where it was lost."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [
+        "--nodes", "2", "--num-ps", "1", "--platform", "tf-ps", "--framework", "tensorflow_ps",
+        "--no-tf-flags", "--log-dir", str(tmp_path / "logs"), "--max-restarts", "1",
+        "--platform-dir", str(tmp_path / "platform"), "--", sys.executable, "-S",
+        str(TF_TASK), str(out), "--worker-seconds", "3",
+    ]  # fmt: skip
+    nodes = printed_nodes(args, cwd=tmp_path)  # node 0: ps 0; nodes 1 and 2: workers 0 and 1
+    old = nodes[2].env["MA_CURRENT_IP"]
+    moved = {k: v.replace(old, "127.0.0.9") for k, v in nodes[2].env.items() if old in v}
+    assert sorted(moved) == ["MA_CURRENT_HOST_IP", "MA_CURRENT_IP", "TF_WORKER_HOSTS"]
+    names = ["ps-0", "worker-0", "worker-1"]
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for(lambda: all(cluster(out, n, 0) for n in names), "attempt 0", launchers)
+        launchers.procs[2].kill()
+        launchers.procs[2].wait(timeout=10)
+        launchers.start(2, moved)
+        codes = launchers.wait(timeout=60)
+    assert codes == {0: 0, 1: 0, 2: 0}, launchers.output()
+    before, after = cluster(out, "ps-0", 0), cluster(out, "ps-0", 1)
+    assert before["worker"][1] == f"{old}:{before['worker'][1].split(':')[1]}"
+    new_address = moved["TF_WORKER_HOSTS"].split(",")[1]
+    assert new_address.startswith("127.0.0.9:")
+    assert after == {**before, "worker": [before["worker"][0], new_address]}
+    assert cluster(out, "worker-0", 1) == cluster(out, "worker-1", 1) == after
+    assert "node 2's replacement joined from 127.0.0.9 after " in launchers.output(0)
+    assert wait_gone(recorded_pids(out)) == []
+
+
+def cluster(out: Path, name: str, attempt: int) -> Dict[str, Any]:
+    """The cluster task ``name`` of tf_like_task.py saw in ``attempt`` ({} before it ran)."""
+    path = out / f"{name}-{attempt}.cluster.json"
+    loaded: Dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return loaded
 
 
 class ListeningFakeNode0(FakeNode0):
