@@ -60,6 +60,13 @@ def test_launcher_options_reach_the_containers_and_the_command_stays_untouched()
     assert template["spec"]["terminationGracePeriodSeconds"] == 35
 
 
+def test_a_platform_topology_source_is_written_where_local_is_refused() -> None:
+    (doc,) = rendered("volcano", "--nodes", "2", "--image", "img:1", "--framework", "torch_ddp",
+                      "--topology", "volcano-tasks", *COMMAND)  # fmt: skip
+    assert command_of(doc)[:5] == ["malaunch", "--framework", "torch_ddp", "--topology",
+                                   "volcano-tasks"]  # fmt: skip
+
+
 def test_framework_and_nproc_from_malaunch_variables_are_written_too() -> None:
     env = clean_env({"MALAUNCH_FRAMEWORK": "mindspore", "MALAUNCH_NPROC_PER_NODE": "8"})
     (doc,) = rendered("volcano", "--nodes", "2", "--image", "img:1", *COMMAND, env=env)
@@ -219,6 +226,23 @@ def test_help_names_the_targets() -> None:
             "render: not for a rendered job: --dry-run (every pod would print its plan and "
             "exit 0); --num-workers (it plans a whole cluster on one machine; the manifest "
             "describes the cluster with --nodes and --num-ps)",
+        ),
+        (
+            [
+                "pytorchjob",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "torch_ddp",
+                "--topology",
+                "local",
+                *COMMAND,
+            ],
+            "render: not for a rendered job: --topology local (each pod would run a job of its "
+            "own on its loopback, while the platform describes the cluster: leave --topology to "
+            "auto or name the platform's source)",
         ),
         (
             [

@@ -107,6 +107,11 @@ NOT_IN_PODS = {
     "num_workers": "it plans a whole cluster on one machine; the manifest describes the "
     "cluster with --nodes and --num-ps",
 }
+# Values that make no sense there: (option, value) -> why.
+NOT_IN_PODS_AS = {
+    ("topology", "local"): "each pod would run a job of its own on its loopback, while the "
+    "platform describes the cluster: leave --topology to auto or name the platform's source",
+}
 
 
 def refuse_pod_options(ctx: click.Context) -> None:
@@ -117,9 +122,14 @@ def refuse_pod_options(ctx: click.Context) -> None:
         if param.name in NOT_IN_PODS
         and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE
     ]
-    if given:
-        reasons = "; ".join(f"{p.opts[0]} ({NOT_IN_PODS[p.name or '']})" for p in given)
-        msg = f"render: not for a rendered job: {reasons}"
+    reasons = [f"{p.opts[0]} ({NOT_IN_PODS[p.name or '']})" for p in given]
+    for (name, value), why in NOT_IN_PODS_AS.items():
+        if ctx.params.get(name) == value and (
+            ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        ):
+            reasons.append(f"--{name} {value} ({why})")
+    if reasons:
+        msg = f"render: not for a rendered job: {'; '.join(reasons)}"
         raise UsageError(msg)
 
 
