@@ -102,6 +102,33 @@ def test_a_a_killed_node_is_replaced_and_the_job_goes_on(tmp_path: Path) -> None
     assert "node 2's replacement joined" in launchers.output(0)
 
 
+def test_a_frozen_node_is_lost_by_its_silence_and_replaced(tmp_path: Path) -> None:
+    """The other trigger: a node that freezes (SIGSTOP: a machine that hangs, a network that
+    goes away) closes nothing; node 0 finds it lost when its heartbeats stop, and waits for
+    its replacement as for a killed one. The frozen launcher is then killed, as its pod is
+    deleted, and its command started again."""
+    launcher = ["--max-restarts", "1", "--heartbeat-timeout", "2"]
+    nodes = nodes_of(tmp_path, 3, launcher, steps=100)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for(lambda: len(started(tmp_path, 0)) == 6, "attempt 0", launchers)
+        launchers.procs[2].send_signal(signal.SIGSTOP)
+        waiting = "node 2 lost: waiting up to 600s for its replacement"
+        wait_for(lambda: waiting in launchers.output(1), "the wait", launchers)
+        assert [launchers.procs[i].poll() for i in (0, 1)] == [None, None]
+        launchers.procs[2].kill()
+        launchers.procs[2].wait(timeout=10)
+        launchers.start(2)
+        codes = launchers.wait(timeout=90)
+        output = launchers.output()
+    assert codes == {0: 0, 1: 0, 2: 0}, output
+    assert "job channel: lost node 2's launcher (no heartbeat for " in launchers.output(0)
+    assert_attempt_1_everywhere(tmp_path, 3)
+    first = summary(tmp_path, 1)["attempts"][0]
+    assert (first["failure"]["kind"], first["failure"]["node"]) == ("lost", 2)
+    assert first["losses"][0]["node"] == 2 and first["losses"][0]["rejoin_seconds"] > 0
+
+
 def test_b_node_0_is_replaced_and_adopts_the_job(tmp_path: Path) -> None:
     """(b) Node 0's launcher is SIGKILLed in attempt 0 and started again 3 s later: the
     survivors wait and redial; the new node 0 adopts attempt 0 and the budget, and starts
