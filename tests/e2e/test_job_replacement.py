@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Sequence
 from launchers import Launchers, NodeCommand, node_dir, option, printed_nodes, recorded_pids
 from test_job_channel import FakeNode0
 
-from malaunch.testing import wait_gone
+from malaunch.testing import run_cli, wait_gone
 
 WORKER = Path(__file__).parents[1] / "workers" / "job_worker.py"
 TF_TASK = Path(__file__).parents[1] / "workers" / "tf_like_task.py"
@@ -100,6 +100,13 @@ def test_a_a_killed_node_is_replaced_and_the_job_goes_on(tmp_path: Path) -> None
         assert (loss["node"], loss["rejoin_seconds"] >= 3.0) == (2, True)
         assert second["losses"] == [] and second["failure"] is None
     assert "node 2's replacement joined" in launchers.output(0)
+    # `malaunch report` of the three launchers' log dirs (logs/node-<k>/, each with its runs)
+    page = tmp_path / "report.html"
+    made = run_cli(["report", str(tmp_path / "logs"), "--html", str(page)], timeout=60)
+    assert made.code == 0, made.stderr
+    assert "(logs: 3 nodes, " in made.stdout
+    html = page.read_text()
+    assert "node 2 lost at " in html and "node 2 rejoined at " in html
 
 
 def test_a_frozen_node_is_lost_by_its_silence_and_replaced(tmp_path: Path) -> None:
