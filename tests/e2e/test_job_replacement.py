@@ -20,9 +20,10 @@ from typing import Any, Dict, List, Sequence
 from launchers import Launchers, NodeCommand, node_dir, option, printed_nodes, recorded_pids
 from test_job_channel import FakeNode0
 
-from malaunch.testing import wait_gone
+from malaunch.testing import run_cli, wait_gone
 
 WORKER = Path(__file__).parents[1] / "workers" / "job_worker.py"
+TF_TASK = Path(__file__).parents[1] / "workers" / "tf_like_task.py"
 
 
 def nodes_of(
@@ -99,6 +100,40 @@ def test_a_a_killed_node_is_replaced_and_the_job_goes_on(tmp_path: Path) -> None
         assert (loss["node"], loss["rejoin_seconds"] >= 3.0) == (2, True)
         assert second["losses"] == [] and second["failure"] is None
     assert "node 2's replacement joined" in launchers.output(0)
+    # `malaunch report` of the three launchers' log dirs (logs/node-<k>/, each with its runs)
+    page = tmp_path / "report.html"
+    made = run_cli(["report", str(tmp_path / "logs"), "--html", str(page)], timeout=60)
+    assert made.code == 0, made.stderr
+    assert "(logs: 3 nodes, " in made.stdout
+    html = page.read_text()
+    assert "node 2 lost at " in html and "node 2 rejoined at " in html
+
+
+def test_a_frozen_node_is_lost_by_its_silence_and_replaced(tmp_path: Path) -> None:
+    """The other trigger: a node that freezes (SIGSTOP: a machine that hangs, a network that
+    goes away) closes nothing; node 0 finds it lost when its heartbeats stop, and waits for
+    its replacement as for a killed one. The frozen launcher is then killed, as its pod is
+    deleted, and its command started again."""
+    launcher = ["--max-restarts", "1", "--heartbeat-timeout", "2"]
+    nodes = nodes_of(tmp_path, 3, launcher, steps=100)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for(lambda: len(started(tmp_path, 0)) == 6, "attempt 0", launchers)
+        launchers.procs[2].send_signal(signal.SIGSTOP)
+        waiting = "node 2 lost: waiting up to 600s for its replacement"
+        wait_for(lambda: waiting in launchers.output(1), "the wait", launchers)
+        assert [launchers.procs[i].poll() for i in (0, 1)] == [None, None]
+        launchers.procs[2].kill()
+        launchers.procs[2].wait(timeout=10)
+        launchers.start(2)
+        codes = launchers.wait(timeout=90)
+        output = launchers.output()
+    assert codes == {0: 0, 1: 0, 2: 0}, output
+    assert "job channel: lost node 2's launcher (no heartbeat for " in launchers.output(0)
+    assert_attempt_1_everywhere(tmp_path, 3)
+    first = summary(tmp_path, 1)["attempts"][0]
+    assert (first["failure"]["kind"], first["failure"]["node"]) == ("lost", 2)
+    assert first["losses"][0]["node"] == 2 and first["losses"][0]["rejoin_seconds"] > 0
 
 
 def test_b_node_0_is_replaced_and_adopts_the_job(tmp_path: Path) -> None:
@@ -163,6 +198,72 @@ def test_d_a_node_lost_after_the_last_restart_ends_the_job(tmp_path: Path) -> No
     assert attempt["decision"] == "no restarts allowed (--max-restarts 0)"
     assert "waiting" not in launchers.output()
     assert wait_gone(recorded_pids(tmp_path / "out")) == []
+
+
+def test_d_a_node_lost_after_node_0_used_the_last_restart_ends_the_job(tmp_path: Path) -> None:
+    """(d) with the budget spent, and (b)'s budget adopted: ``--max-restarts 1``; node 0 is
+    killed and replaced in attempt 0 (its replacement adopts the one restart as used), then
+    node 2 is lost in attempt 1. A new node 0 that had reset the budget would wait for node
+    2's replacement; the job must end at once instead, 75 on the others."""
+    nodes = nodes_of(tmp_path, 3, ["--max-restarts", "1"], steps=1000)
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        kill_and_replace(launchers, tmp_path, node=0, nnodes=3, delay=1.0)
+        wait_for(lambda: len(started(tmp_path, 1)) == 6, "attempt 1", launchers)
+        launchers.procs[2].kill()
+        codes = launchers.wait(timeout=30, only=[0, 1])
+        output = launchers.output()
+    assert codes == {0: 75, 1: 75}, output
+    assert "node 2 lost" not in output  # nobody waited for a replacement
+    for index in (0, 1):
+        assert "no restart left: --max-restarts 1 used up" in launchers.output(index)
+        last = summary(tmp_path, index)["attempts"][-1]
+        assert (last["attempt"], last["failure"]["kind"], last["failure"]["node"]) == (1, "lost", 2)
+        assert last["decision"] == "--max-restarts 1 used up"
+    assert [a["attempt"] for a in summary(tmp_path, 0)["attempts"]] == [1]  # the new node 0
+    assert wait_gone(recorded_pids(tmp_path / "out")) == []
+
+
+def test_a_replacement_from_a_new_address_moves_every_nodes_plan(tmp_path: Path) -> None:
+    """A replaced pod may come back on another machine. TensorFlow tasks dial each other by the
+    cluster's addresses, so attempt 1's ``TF_CONFIG`` must name worker 1 where its replacement
+    is (127.0.0.9, as its own platform says), on every node, not where it was lost."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [
+        "--nodes", "2", "--num-ps", "1", "--platform", "tf-ps", "--framework", "tensorflow_ps",
+        "--no-tf-flags", "--log-dir", str(tmp_path / "logs"), "--max-restarts", "1",
+        "--platform-dir", str(tmp_path / "platform"), "--", sys.executable, "-S",
+        str(TF_TASK), str(out), "--worker-seconds", "3",
+    ]  # fmt: skip
+    nodes = printed_nodes(args, cwd=tmp_path)  # node 0: ps 0; nodes 1 and 2: workers 0 and 1
+    old = nodes[2].env["MA_CURRENT_IP"]
+    moved = {k: v.replace(old, "127.0.0.9") for k, v in nodes[2].env.items() if old in v}
+    assert sorted(moved) == ["MA_CURRENT_HOST_IP", "MA_CURRENT_IP", "TF_WORKER_HOSTS"]
+    names = ["ps-0", "worker-0", "worker-1"]
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start_all()
+        wait_for(lambda: all(cluster(out, n, 0) for n in names), "attempt 0", launchers)
+        launchers.procs[2].kill()
+        launchers.procs[2].wait(timeout=10)
+        launchers.start(2, moved)
+        codes = launchers.wait(timeout=60)
+    assert codes == {0: 0, 1: 0, 2: 0}, launchers.output()
+    before, after = cluster(out, "ps-0", 0), cluster(out, "ps-0", 1)
+    assert before["worker"][1] == f"{old}:{before['worker'][1].split(':')[1]}"
+    new_address = moved["TF_WORKER_HOSTS"].split(",")[1]
+    assert new_address.startswith("127.0.0.9:")
+    assert after == {**before, "worker": [before["worker"][0], new_address]}
+    assert cluster(out, "worker-0", 1) == cluster(out, "worker-1", 1) == after
+    assert "node 2's replacement joined from 127.0.0.9 after " in launchers.output(0)
+    assert wait_gone(recorded_pids(out)) == []
+
+
+def cluster(out: Path, name: str, attempt: int) -> Dict[str, Any]:
+    """The cluster task ``name`` of tf_like_task.py saw in ``attempt`` ({} before it ran)."""
+    path = out / f"{name}-{attempt}.cluster.json"
+    loaded: Dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return loaded
 
 
 class ListeningFakeNode0(FakeNode0):

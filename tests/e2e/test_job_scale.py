@@ -131,7 +131,7 @@ def test_node_0_counts_a_connection_for_every_node_before_it_starts(tmp_path: Pa
     )
     assert proc.returncode == 71, proc.stderr
     needed = re.search(
-        r"^malaunch: error: 1 processes and the job channel's 5255 connections \(other nodes, "
+        r"^malaunch: error: 1 process and the job channel's 5255 connections \(other nodes, "
         r"strangers\) need about (\d+) open files in the launcher, but RLIMIT_NOFILE allows "
         r"4096 \(hard limit 4096; `ulimit -n`, `ulimit -Hn`\): raise the nofile limit of the "
         r"container or host, or start fewer processes on this node$",

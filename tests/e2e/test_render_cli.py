@@ -60,6 +60,31 @@ def test_launcher_options_reach_the_containers_and_the_command_stays_untouched()
     assert template["spec"]["terminationGracePeriodSeconds"] == 35
 
 
+def test_a_platform_topology_source_is_written_where_local_is_refused() -> None:
+    (doc,) = rendered("volcano", "--nodes", "2", "--image", "img:1", "--framework", "torch_ddp",
+                      "--topology", "volcano-tasks", *COMMAND)  # fmt: skip
+    assert command_of(doc)[:5] == ["malaunch", "--framework", "torch_ddp", "--topology",
+                                   "volcano-tasks"]  # fmt: skip
+
+
+def test_lost_pods_are_recreated_alone_only_where_their_launchers_await_them() -> None:
+    args = ("pytorchjob", "--nodes", "2", "--image", "img:1", "--framework", "torch_ddp")
+    (replacing,) = rendered(*args, "--max-restarts", "2", *COMMAND)
+    (plain,) = rendered(*args, *COMMAND)
+    # A MALAUNCH_* variable of this shell never reaches the pods: their launchers would not
+    # wait, and the manifest must not say they do (nor take this shell's grace period).
+    env = clean_env({"MALAUNCH_MAX_RESTARTS": "2", "MALAUNCH_GRACE_PERIOD": "100"})
+    (shell,) = rendered(*args, *COMMAND, env=env)
+    assert "--max-restarts" in command_of(replacing) and "--max-restarts" not in command_of(shell)
+    policies = {
+        name: {r["restartPolicy"] for r in doc["spec"]["pytorchReplicaSpecs"].values()}
+        for name, doc in (("replacing", replacing), ("plain", plain), ("shell", shell))
+    }
+    assert policies == {"replacing": {"ExitCode"}, "plain": {"Never"}, "shell": {"Never"}}
+    master = shell["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert master["terminationGracePeriodSeconds"] == 30  # the pods' 5 s, not this shell's 100
+
+
 def test_framework_and_nproc_from_malaunch_variables_are_written_too() -> None:
     env = clean_env({"MALAUNCH_FRAMEWORK": "mindspore", "MALAUNCH_NPROC_PER_NODE": "8"})
     (doc,) = rendered("volcano", "--nodes", "2", "--image", "img:1", *COMMAND, env=env)
@@ -219,6 +244,23 @@ def test_help_names_the_targets() -> None:
             "render: not for a rendered job: --dry-run (every pod would print its plan and "
             "exit 0); --num-workers (it plans a whole cluster on one machine; the manifest "
             "describes the cluster with --nodes and --num-ps)",
+        ),
+        (
+            [
+                "pytorchjob",
+                "--nodes",
+                "2",
+                "--image",
+                "i",
+                "--framework",
+                "torch_ddp",
+                "--topology",
+                "local",
+                *COMMAND,
+            ],
+            "render: not for a rendered job: --topology local (each pod would run a job of its "
+            "own on its loopback, while the platform describes the cluster: leave --topology to "
+            "auto or name the platform's source)",
         ),
         (
             [

@@ -4,8 +4,10 @@ tests: the chief works and exits 0, workers serve ``--worker-seconds`` (forever 
 
     tf_like_task.py OUT_DIR [--chief-seconds S] [--worker-seconds S] [TF flags...]
 
-Each task writes its pid to OUT_DIR/<role>-<index>.pid and, when it ends by itself,
-OUT_DIR/<role>-<index>.done. The role and index come from TF_CONFIG, as TF2 reads them.
+Each task writes its pid to OUT_DIR/<role>-<index>.pid, the cluster its TF_CONFIG names to
+OUT_DIR/<role>-<index>-<attempt>.cluster.json (the attempt: MALAUNCH_RESTART_COUNT) and, when it
+ends by itself, OUT_DIR/<role>-<index>.done. The role and index come from TF_CONFIG, as TF2
+reads them.
 """
 
 from __future__ import annotations
@@ -23,8 +25,14 @@ def main() -> int:
     parser.add_argument("--chief-seconds", type=float, default=0.5)
     parser.add_argument("--worker-seconds", type=float)
     args, _ = parser.parse_known_args()  # the tensorflow_ps plugin's TF1 flags are ignored
-    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    config = json.loads(os.environ["TF_CONFIG"])
+    task = config["task"]
     name = f"{task['type']}-{task['index']}"
+    attempt = os.environ.get("MALAUNCH_RESTART_COUNT", "0")
+    seen = os.path.join(args.out, f"{name}-{attempt}.cluster.json")
+    with open(seen + ".tmp", "w") as handle:
+        json.dump(config["cluster"], handle)
+    os.replace(seen + ".tmp", seen)  # whole, for a test that polls for it
     with open(os.path.join(args.out, f"{name}.pid"), "w") as handle:
         handle.write(str(os.getpid()))
     print(f"{name} serving", flush=True)

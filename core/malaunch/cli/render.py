@@ -11,7 +11,7 @@ the command line are written into the containers' ``malaunch`` command (``--fram
 from __future__ import annotations
 
 import copy
-from typing import Any, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import click
 
@@ -38,6 +38,11 @@ policies restart the job on exit 69 and stop it on 64, 65, 66 and 78. Pipe the o
 # Launch options the render command writes into the containers even when they came from a
 # MALAUNCH_* variable of the shell rendering them: the pods never see that shell.
 ALWAYS_WRITTEN = ("framework", "nproc_per_node")
+# Launch options the manifests follow (the grace period, the job port, the success policy,
+# whether lost pods are replaced): read as the pods' launchers will have them.
+READ_AS_PODS = (
+    "grace_period", "job_port", "job_channel", "success_policy", "max_restarts", "rejoin_timeout",
+)  # fmt: skip
 
 
 def render_options() -> List[click.Parameter]:
@@ -107,6 +112,11 @@ NOT_IN_PODS = {
     "num_workers": "it plans a whole cluster on one machine; the manifest describes the "
     "cluster with --nodes and --num-ps",
 }
+# Values that make no sense there: (option, value) -> why.
+NOT_IN_PODS_AS = {
+    ("topology", "local"): "each pod would run a job of its own on its loopback, while the "
+    "platform describes the cluster: leave --topology to auto or name the platform's source",
+}
 
 
 def refuse_pod_options(ctx: click.Context) -> None:
@@ -117,9 +127,14 @@ def refuse_pod_options(ctx: click.Context) -> None:
         if param.name in NOT_IN_PODS
         and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE
     ]
-    if given:
-        reasons = "; ".join(f"{p.opts[0]} ({NOT_IN_PODS[p.name or '']})" for p in given)
-        msg = f"render: not for a rendered job: {reasons}"
+    reasons = [f"{p.opts[0]} ({NOT_IN_PODS[p.name or '']})" for p in given]
+    for (name, value), why in NOT_IN_PODS_AS.items():
+        if ctx.params.get(name) == value and (
+            ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        ):
+            reasons.append(f"--{name} {value} ({why})")
+    if reasons:
+        msg = f"render: not for a rendered job: {'; '.join(reasons)}"
         raise UsageError(msg)
 
 
@@ -160,7 +175,7 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
             with about("--framework"):
                 plugins.framework(values["framework"])
         refuse_pod_options(ctx)
-        request = make_request(values, _written(ctx, forwarded, values))
+        request = make_request(as_pods(ctx, forwarded, values), _written(ctx, forwarded, values))
         # YAML is UTF-8 (kubectl reads nothing else), whatever this shell's locale.
         click.echo(to_yaml(render(request)).encode("utf-8"), nl=False)
         return 0
@@ -176,6 +191,24 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
             "show_default": True,
         },
     )
+
+
+def as_pods(
+    ctx: click.Context, forwarded: Sequence[click.Option], values: Mapping[str, Any]
+) -> Dict[str, Any]:
+    """``values`` with the :data:`READ_AS_PODS` options as the pods' launchers will have them:
+    given on the command line, the value (it is written into their command); else the
+    option's default, since a ``MALAUNCH_*`` variable of this shell never reaches a pod."""
+    left_out: List[click.Parameter] = [
+        copy.copy(option)
+        for option in forwarded
+        if option.name in READ_AS_PODS
+        and ctx.get_parameter_source(option.name) is not click.core.ParameterSource.COMMANDLINE
+    ]
+    # Their defaults as click gives them (type, callback), from no command line and, without
+    # an auto_envvar_prefix, no environment.
+    pods = click.Command("pods", params=left_out, add_help_option=False)
+    return {**values, **pods.make_context("pods", []).params}
 
 
 def _for_render(option: click.Option) -> click.Option:
@@ -220,6 +253,8 @@ def make_request(values: Mapping[str, Any], tokens: List[str]) -> RenderRequest:
         job_channel=values.get("job_channel", True),
         chief=values["chief"],
         success_policy=values.get("success_policy"),
+        max_restarts=values.get("max_restarts") or 0,
+        rejoin_timeout=values.get("rejoin_timeout", 600.0),
         accelerator_type=values["accelerator_type"],
         node_selector=tuple(_pairs(values["node_selector"])),
     )

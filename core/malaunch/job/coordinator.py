@@ -222,7 +222,9 @@ class Coordinator:
         record = self.records[-1]
         record.failure = failure
         uptime = self.scheduler.now() - record.started
-        restarts_done = len(self.records) - 1
+        # The attempt's number is the restarts done: after node 0 was replaced, its records
+        # start at the adopted attempt, so counting them would reset the budget.
+        restarts_done = self.attempt
         code = failure.get("code")
         verdict = decide(
             self.policy,

@@ -19,7 +19,8 @@ model MindX's scheduler plugin matches (``ascend-910b`` by default).
   read by the ``mindx`` source: the scheduler pod's launcher starts the MindSpore scheduler,
   each worker pod's one worker per NPU.
 
-A ``torch_ddp`` job of several pods carries MindCluster's pod-level rescheduling labels
+A ``torch_ddp`` job of several pods whose launchers wait for a lost pod's replacement
+(``--max-restarts``, the job channel on) carries MindCluster's pod-level rescheduling labels
 (``fault-scheduling: force``, ``pod-rescheduling: "on"``): a pod lost to a node or NPU fault is
 recreated alone and its launcher rejoins the job (SPEC §9 "Replacement").
 
@@ -43,7 +44,14 @@ from malaunch.render.crds import (
     SchedulingPolicy,
 )
 from malaunch.render.k8s import ContainerPort, K8sModel
-from malaunch.render.request import PodParts, RenderRequest, metadata, pod_template, split
+from malaunch.render.request import (
+    PodParts,
+    RenderRequest,
+    metadata,
+    pod_template,
+    replaces_lost_pods,
+    split,
+)
 
 ASCEND_PORT = 2222  # the operator's default ascendjob-port
 MAX_PORT = 65535
@@ -121,7 +129,7 @@ def render(request: RenderRequest) -> List[K8sModel]:
     policy = SchedulingPolicy(min_available=every_pod, queue=request.queue or "default")
     spec = AscendJobSpec(run_policy=AscendRunPolicy(scheduling_policy=policy), replica_specs=specs)
     labels = {"framework": label, **ring}
-    if label == "pytorch" and request.job_channel and request.nodes > 1:
+    if label == "pytorch" and replaces_lost_pods(request) and request.nodes > 1:
         labels.update(RESCHEDULING)
     return [AscendJob(metadata=metadata(request, labels), spec=spec)]
 

@@ -16,7 +16,9 @@ and fails the job on 1-127 (malaunch's own codes, 75 on the nodes another node s
 worker's code). A recreated pod is a lost node's replacement: it rejoins the job, whose other
 launchers wait ``--rejoin-timeout`` while restarts remain (SPEC §9 "Replacement"), so only
 the lost pod starts again; ``--max-restarts`` covers ranks that fail while their launcher
-stays up.
+stays up. Where the launchers do not wait (no ``--max-restarts``, ``--rejoin-timeout 0``,
+``--no-job-channel``), pods never restart by themselves (``restartPolicy: Never``): a pod
+recreated alone would wait ``--wait-timeout`` for a job that has ended.
 """
 
 from __future__ import annotations
@@ -33,16 +35,26 @@ from malaunch.render.crds import (
     TFJobSpec,
 )
 from malaunch.render.k8s import ContainerPort, K8sModel
-from malaunch.render.request import PodParts, RenderRequest, layout, metadata, pod_template, split
+from malaunch.render.request import (
+    PodParts,
+    RenderRequest,
+    layout,
+    metadata,
+    pod_template,
+    replaces_lost_pods,
+    split,
+)
 
 PYTORCH_PORT = 23456  # the training operator's default pytorchjob-port
 TENSORFLOW_PORT = 2222  # its default tfjob-port
-RESTART_POLICY = "ExitCode"  # 128+: retryable (the pod is recreated); 1-127: permanent
+REPLACED = "ExitCode"  # 128+: retryable (the pod is recreated); 1-127: permanent
 
 
 def _replica(request: RenderRequest, pods: int, parts: PodParts) -> ReplicaSpec:
     return ReplicaSpec(
-        replicas=pods, restart_policy=RESTART_POLICY, template=pod_template(request, parts)
+        replicas=pods,
+        restart_policy=REPLACED if replaces_lost_pods(request) else "Never",
+        template=pod_template(request, parts),
     )
 
 

@@ -62,6 +62,8 @@ class RenderRequest:
     rendezvous port (Volcano's pytorch plugin 23456, Kubeflow 23456, MindX 2222);
     ``job_port`` and ``job_channel`` are the launcher's ``--job-port`` and
     ``--job-channel/--no-job-channel``, for targets whose Services must list the job port;
+    ``max_restarts`` and ``rejoin_timeout`` the launcher's, which say whether the launchers
+    wait for a lost pod's replacement (:func:`replaces_lost_pods`);
     ``chief``: a TensorFlow job's chief task (``--chief``), ``success_policy`` the launcher's
     ``--success-policy``; ``accelerator_type``: the AscendJob's ``ring-controller.atlas``
     label; ``node_selector``: every pod's ``nodeSelector`` (``--node-selector``).
@@ -88,6 +90,8 @@ class RenderRequest:
     success_policy: Optional[str] = None
     accelerator_type: str = "ascend-910b"
     node_selector: Tuple[Tuple[str, str], ...] = ()
+    max_restarts: int = 0
+    rejoin_timeout: float = 600.0
 
     @property
     def job_name(self) -> str:
@@ -213,6 +217,14 @@ def _is_qualified(text: str) -> bool:
     if slash and not _is_subdomain(prefix):
         return False
     return len(name) <= MAX_LABEL and _QUALIFIED.fullmatch(name) is not None
+
+
+def replaces_lost_pods(request: RenderRequest) -> bool:
+    """Whether the pods' launchers wait for a lost pod's replacement (SPEC §9 "Replacement"):
+    the job channel ties them, with restarts (``--max-restarts``) and a wait
+    (``--rejoin-timeout``). Only then may a platform recreate a lost pod alone: otherwise the
+    others have ended the job, and a pod recreated alone waits ``--wait-timeout`` for nobody."""
+    return request.job_channel and request.max_restarts > 0 and request.rejoin_timeout > 0
 
 
 def metadata(request: RenderRequest, labels: Optional[Dict[str, str]] = None) -> ObjectMeta:

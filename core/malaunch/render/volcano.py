@@ -19,7 +19,10 @@ exit 64, 65, 66, 78    ``TerminateJob``  usage, input or plugin error: a rerun f
 =====================  ================  ===================================================
 
 The other launchers wait ``--rejoin-timeout`` for a replaced pod while restarts remain (SPEC
-§9 "Replacement"): only the lost pod is recreated, never the healthy ones. ``RestartPod``
+§9 "Replacement"): only the lost pod is recreated, never the healthy ones. Where they do not
+wait (no ``--max-restarts``, ``--rejoin-timeout 0``, ``--no-job-channel``), a lost pod ends
+the job's attempt on every launcher, so an evicted pod restarts the whole job
+(``RestartJob``) and 137 and 143 have no policy. ``RestartPod``
 came with Volcano 1.11 (``volcano-sh/apis`` #143); an older controller refuses the action, and
 ``RestartTask`` there recreates every pod of the task. Any other failure (a worker's own code,
 75 on the nodes it stopped, 124 for a hang) fails the job once every pod has ended.
@@ -33,7 +36,15 @@ from typing import Dict, List, Tuple
 
 from malaunch.render.crds import VolcanoJob, VolcanoJobSpec, VolcanoPolicy, VolcanoTask
 from malaunch.render.k8s import K8sModel
-from malaunch.render.request import PodParts, RenderRequest, layout, metadata, pod_template, split
+from malaunch.render.request import (
+    PodParts,
+    RenderRequest,
+    layout,
+    metadata,
+    pod_template,
+    replaces_lost_pods,
+    split,
+)
 
 PYTORCH_PORT = 23456  # the pytorch plugin's default --port
 TENSORFLOW_PORT = 2222  # the tensorflow plugin's default --port
@@ -41,11 +52,15 @@ REPLACE_CODES = (137, 143)  # the launcher SIGKILLed (a kill, the OOM killer) or
 RESTART_CODES = (69,)
 TERMINATE_CODES = (64, 65, 66, 78)
 POLICIES = (
-    VolcanoPolicy(event="PodEvicted", action="RestartPod"),
-    *(VolcanoPolicy(exit_code=code, action="RestartPod") for code in REPLACE_CODES),
     *(VolcanoPolicy(exit_code=code, action="RestartJob") for code in RESTART_CODES),
     *(VolcanoPolicy(exit_code=code, action="TerminateJob") for code in TERMINATE_CODES),
 )
+# A lost pod: recreated alone where its launcher is awaited, else the whole job restarts.
+REPLACE_POD = (
+    VolcanoPolicy(event="PodEvicted", action="RestartPod"),
+    *(VolcanoPolicy(exit_code=code, action="RestartPod") for code in REPLACE_CODES),
+)
+RESTART_JOB_ON_EVICTION = (VolcanoPolicy(event="PodEvicted", action="RestartJob"),)
 COMPLETE_WITH_TASK = (VolcanoPolicy(event="TaskCompleted", action="CompleteJob"),)
 
 
@@ -99,7 +114,10 @@ def render(request: RenderRequest) -> List[K8sModel]:
         max_retry=request.platform_restarts + 1,
         queue=request.queue,
         plugins=_plugins(request),
-        policies=POLICIES,
+        policies=(
+            *(REPLACE_POD if replaces_lost_pods(request) else RESTART_JOB_ON_EVICTION),
+            *POLICIES,
+        ),
         tasks=tasks,
     )
     return [VolcanoJob(metadata=metadata(request), spec=spec)]

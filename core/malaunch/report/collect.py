@@ -28,7 +28,7 @@ from malaunch.report.read import (
     read_json,
 )
 from malaunch.report.staging import phases
-from malaunch.supervisor.runs import INDEX, MANIFEST, SUMMARY, run_to_read
+from malaunch.supervisor.runs import INDEX, MANIFEST, SUMMARY, current_run, run_to_read
 from malaunch.supervisor.tail import log_tail
 
 NODE_DIR = re.compile(r"node-(\d{1,6})")
@@ -72,12 +72,22 @@ def _read(directory: Path) -> Found:
 
 
 def _node_dirs(directory: Path) -> List[Tuple[int, Path]]:
+    """Each ``node-<k>/``'s files: a simulation's node folder, or a node launcher's log dir
+    (gathered from a cluster, or ``simulate --print-env``'s ``--log-dir .../node-<k>``) read
+    through its latest run."""
     found = []
     for path in directory.iterdir():
         match = NODE_DIR.fullmatch(path.name)
-        if match and path.is_dir() and any((path / f).is_file() for f in (MANIFEST, SUMMARY)):
-            found.append((int(match.group(1)), path))
+        if not match or not path.is_dir():
+            continue
+        files = path if _has_files(path) else current_run(path) or path
+        if _has_files(files):
+            found.append((int(match.group(1)), files))
     return sorted(found)
+
+
+def _has_files(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in (MANIFEST, SUMMARY))
 
 
 def own_index(found: Found, default: int) -> int:

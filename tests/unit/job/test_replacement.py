@@ -241,3 +241,23 @@ def test_a_one_node_job_has_nobody_to_wait_for_a_replacement() -> None:
         True,
         "a failure of kind 'signal' is never restarted",
     )
+
+
+def test_a_new_node_0_counts_the_adopted_restarts_for_a_rank_failure_too() -> None:
+    """Node 0 is lost in attempt 1 (restart 1 of 2 used) and replaced: the new node 0 starts
+    attempt 2, the last restart. A rank that fails there ends the job: the budget counts the
+    attempts the job has had, not the ones this node 0 has seen (two)."""
+    job = Job(nnodes=2, policy=POLICY, wall=wall)
+    coordinator = job.coordinator
+    coordinator.join(0)
+    coordinator.report(0, {"t": "ready", "attempt": -1})
+    lost_0 = {"kind": "lost", "node": 0, "rank": None, "code": None}
+    coordinator.join(1)
+    coordinator.report(1, {"t": "resume", "attempt": 1, "failure": lost_0, "waited": 2.0})
+    coordinator.report(1, {"t": "ready", "attempt": 1})
+    assert [m["t"] for m in job.transport.take()] == ["prepare", "start"]
+    assert coordinator.attempt == 2
+    assert coordinator.records[0].decision == "restart 2 of 2: node 0 was replaced"
+    job.report(1, "failed", failure=FAILURE)
+    [stop] = job.transport.take()
+    assert (stop["final"], stop["decision"]) == (True, "--max-restarts 2 used up")

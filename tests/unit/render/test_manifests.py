@@ -150,17 +150,39 @@ def test_volcano_torch_master_and_workers_with_the_pytorch_plugin() -> None:
     assert all(t["template"]["spec"]["restartPolicy"] == "Never" for t in spec["tasks"])
 
 
+OWN_CODES = [
+    {"exitCode": 69, "action": "RestartJob"},
+    {"exitCode": 64, "action": "TerminateJob"},
+    {"exitCode": 65, "action": "TerminateJob"},
+    {"exitCode": 66, "action": "TerminateJob"},
+    {"exitCode": 78, "action": "TerminateJob"},
+]
+
+
 def test_volcano_policies_are_keyed_on_malaunch_exit_codes() -> None:
-    spec = job("volcano-torch")["spec"]
-    assert spec["policies"] == [
+    replacing = dataclasses.replace(CASES["volcano-torch"], max_restarts=2)
+    assert render(replacing)[0].to_dict()["spec"]["policies"] == [
         {"event": "PodEvicted", "action": "RestartPod"},  # a lost node: its pod alone
         {"exitCode": 137, "action": "RestartPod"},  # its launcher killed
         {"exitCode": 143, "action": "RestartPod"},  # its launcher stopped
-        {"exitCode": 69, "action": "RestartJob"},
-        {"exitCode": 64, "action": "TerminateJob"},
-        {"exitCode": 65, "action": "TerminateJob"},
-        {"exitCode": 66, "action": "TerminateJob"},
-        {"exitCode": 78, "action": "TerminateJob"},
+        *OWN_CODES,
+    ]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"max_restarts": 2, "rejoin_timeout": 0.0}, {"max_restarts": 2, "job_channel": False}],
+    ids=["no-restarts", "no-wait", "no-channel"],
+)
+def test_volcano_restarts_the_job_on_eviction_where_nobody_awaits_a_pod(
+    changes: Dict[str, Any],
+) -> None:
+    """Where the launchers do not wait for a lost pod's replacement, one lost pod ends the
+    attempt everywhere: a pod recreated alone would wait --wait-timeout for nobody."""
+    request = dataclasses.replace(CASES["volcano-torch"], **changes)
+    assert render(request)[0].to_dict()["spec"]["policies"] == [
+        {"event": "PodEvicted", "action": "RestartJob"},
+        *OWN_CODES,
     ]
 
 
@@ -206,8 +228,13 @@ def test_pytorchjob() -> None:
     for container in containers(doc).values():
         assert container["name"] == "pytorch"
         assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]
-    # a pod whose launcher was killed (137) or stopped (143) is recreated alone and rejoins
-    assert {r["restartPolicy"] for r in spec["pytorchReplicaSpecs"].values()} == {"ExitCode"}
+    # nobody waits for a pod recreated alone: pods never restart by themselves
+    assert {r["restartPolicy"] for r in spec["pytorchReplicaSpecs"].values()} == {"Never"}
+    # with restarts, a pod whose launcher was killed (137) or stopped (143) is recreated alone
+    # and rejoins
+    replacing = dataclasses.replace(CASES["pytorchjob"], max_restarts=1)
+    replicas = render(replacing)[0].to_dict()["spec"]["pytorchReplicaSpecs"]
+    assert {r["restartPolicy"] for r in replicas.values()} == {"ExitCode"}
     template = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert template["terminationGracePeriodSeconds"] == 75
     assert "restartPolicy" not in template  # the replica's wins; the operator warns otherwise
@@ -231,6 +258,10 @@ def test_ascendjob_pytorch() -> None:
     assert [d["kind"] for d in docs] == ["AscendJob"]
     doc = docs[0]
     assert doc["metadata"]["labels"] == {
+        "framework": "pytorch", "ring-controller.atlas": "ascend-910b",
+    }  # fmt: skip
+    replacing = dataclasses.replace(CASES["ascendjob-pytorch"], max_restarts=1)
+    assert render(replacing)[0].to_dict()["metadata"]["labels"] == {
         "framework": "pytorch", "ring-controller.atlas": "ascend-910b",
         "fault-scheduling": "force", "pod-rescheduling": "on",  # a lost pod comes back alone
     }  # fmt: skip

@@ -38,6 +38,7 @@ VARIANTS: List[Dict[str, Any]] = [
     {"nodes": 2, "queue": "research", "grace_period": 120.0, "master_port": 30000},
     {"nodes": 2, "node_selector": (("host-arch", "huawei-arm"), ("accelerator-type", "module"))},
     {"nodes": 2, "job_port": 31000, "job_channel": False, "platform_restarts": 0},
+    {"nodes": 3, "max_restarts": 2},  # lost pods replaced: RestartPod, ExitCode, MindCluster's
 ]
 
 

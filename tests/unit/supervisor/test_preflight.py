@@ -1,4 +1,4 @@
-"""The master-port pre-flight check."""
+"""The pre-flight checks: the master port, and the open files a launch needs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from jobs import topology
 
 from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan, Node
+from malaunch.supervisor import preflight
 from malaunch.supervisor.preflight import check_ports
 
 
@@ -88,3 +89,21 @@ def test_taken_job_port_on_node_0_is_an_error(listening_port: int) -> None:
 def test_job_port_equal_to_the_master_port_is_an_error() -> None:
     with pytest.raises(LaunchError, match="the job port and the master port are both 29500"):
         check_ports(plan_with(29500), job_port=29500)
+
+
+@pytest.mark.parametrize(
+    ("processes", "peers", "said"),
+    [
+        (1, 0, "1 process needs about"),
+        (2, 0, "2 processes need about"),
+        (1, 9, "1 process and the job channel's 9 connections (other nodes, strangers) need about"),
+    ],
+)
+def test_the_open_files_refusal_counts_in_words(
+    processes: int, peers: int, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(preflight, "raise_open_files_limit", lambda: (8, 8))
+    with pytest.raises(LaunchError) as info:
+        preflight.check_open_files(processes, peers)
+    assert str(info.value).startswith(f"{said} ")
+    assert "RLIMIT_NOFILE allows 8 (hard limit 8;" in str(info.value)
