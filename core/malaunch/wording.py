@@ -12,7 +12,9 @@ import re
 from typing import Iterable, List, Optional, Sequence
 
 # Nouns whose plural is not the noun + "s".
-_IRREGULAR = {"process": "processes", "entry": "entries", "retry": "retries", "is": "are"}
+_IRREGULAR = {
+    "process": "processes", "entry": "entries", "retry": "retries", "try": "tries", "is": "are",
+}  # fmt: skip
 # A name typed is close to a known one when difflib's ratio reaches this, or when one holds
 # a word of the other at least _WORD letters long (``pytorch`` holds ``torch`` of torch_ddp).
 _CLOSE = 0.75
