@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
+from malaunch import shell
 from malaunch.files import read_head
 
 # ``python``, ``python3``, ``python3.11``: what a user writes for an interpreter.
@@ -115,7 +116,8 @@ def _short_flags(argv: Tuple[str, ...], i: int) -> PythonCommand | int:
 def forgotten_python(command: Sequence[str], cwd: str, path: Optional[str]) -> Optional[str]:
     """Why ``command``, whose program is a ``.py`` file of ``cwd``, cannot start as written,
     with the command that can (``did you mean `python train.py`?``); None when it can start or
-    names no such file.
+    names no such file. The command suggested is quoted for a shell (:mod:`malaunch.shell`):
+    pasted as it is, it runs that file and nothing else, whatever its name holds.
 
     A program without a ``/`` is looked up on ``path`` only (execvp), never in ``cwd``: there
     an executable script with a ``#!`` line wants ``./``, any other ``python``. With a ``/``,
@@ -128,12 +130,12 @@ def forgotten_python(command: Sequence[str], cwd: str, path: Optional[str]) -> O
     if "/" not in program:
         if shutil.which(program, path=path) is not None or not file.is_file():
             return None
-        meant = f"./{program}" if _runs_itself(file) else f"python {program}"
-        return f"{program!r} is not a program on PATH: did you mean `{meant}`?"
+        meant = ["./" + program] if _runs_itself(file) else ["python", program]
+        return f"{program!r} is not a program on PATH: did you mean `{shell.command_line(meant)}`?"
     if not file.is_file() or _runs_itself(file):
         return None
     why = "is not executable" if not os.access(file, os.X_OK) else "has no #! line"
-    return f"{program!r} {why}: did you mean `python {program}`?"
+    return f"{program!r} {why}: did you mean `{shell.command_line(['python', program])}`?"
 
 
 def _runs_itself(file: Path) -> bool:

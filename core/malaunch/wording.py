@@ -12,11 +12,15 @@ import re
 from typing import Iterable, List, Optional, Sequence
 
 # Nouns whose plural is not the noun + "s".
-_IRREGULAR = {"process": "processes", "entry": "entries", "retry": "retries", "is": "are"}
+_IRREGULAR = {
+    "process": "processes", "entry": "entries", "retry": "retries", "try": "tries", "is": "are",
+}  # fmt: skip
 # A name typed is close to a known one when difflib's ratio reaches this, or when one holds
 # a word of the other at least _WORD letters long (``pytorch`` holds ``torch`` of torch_ddp).
 _CLOSE = 0.75
 _WORD = 5
+SHOWN_NODES = 8  # nodes named one by one in a wait's line; past it, a count and spans
+MAX_SPANS_TEXT = 200  # characters of spans in that line
 
 
 def plural(count: int, noun: str, plural_form: Optional[str] = None) -> str:
@@ -51,6 +55,19 @@ def listing(items: Sequence[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def waited_nodes(nodes: Sequence[int]) -> str:
+    """``node 1, 2``; past a few, a count and the spans, cut short: a line every 10 s while
+    thousands of nodes join (or are told why the job ends) must stay a line (``9,998 nodes:
+    1-4211,4213-9999``)."""
+    if len(nodes) <= SHOWN_NODES:
+        return f"node {', '.join(map(str, nodes))}"
+    folded = spans(nodes)
+    if len(folded) > MAX_SPANS_TEXT:
+        cut = folded.rfind(",", 0, MAX_SPANS_TEXT)  # > 0: no span is 200 characters long
+        folded = folded[:cut] + ",..."
+    return f"{len(nodes):,} nodes: {folded}"
 
 
 def ranks(numbers: Sequence[int], noun: str = "rank") -> str:

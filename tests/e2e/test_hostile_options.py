@@ -94,6 +94,21 @@ def test_an_empty_value_that_means_nothing_is_refused(args: list[str], option: s
     assert result.stderr == f"malaunch: error: {option}: expected a value, got an empty string\n"
 
 
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_a_blank_restart_on_is_refused_not_read_as_any(how: str) -> None:
+    """Spaces name no exit code: they were read as ``any`` (a restart on every code)."""
+    args = ["--framework", "torch_ddp", "--topology", "local", "--max-restarts", "2"]
+    env = clean_env({"MALAUNCH_RESTART_ON": " "} if how == "variable" else {})
+    if how == "option":
+        args += ["--restart-on", " "]
+    result = run_cli([*args, "--dry-run", "--", "true"], env=env)
+    shown = "--restart-on" if how == "option" else "MALAUNCH_RESTART_ON"
+    assert (result.code, result.stdout) == (64, "")
+    assert result.stderr == (
+        f"malaunch: error: {shown} ' ': expected any, or exit codes like 1,70-79,SIGKILL (got '')\n"
+    )
+
+
 @pytest.mark.parametrize("option", ["--console-prefix", "--job-secret"])
 def test_an_empty_value_that_means_something_is_taken(option: str) -> None:
     """No prefix; no secret (the default)."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import List
@@ -236,6 +238,35 @@ def test_a_script_without_python_says_how_to_run_it(
     assert result.code == 64
     assert result.stderr == f"malaunch: error: {message}\n"
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    ("program", "suggested"),
+    [
+        ("my train.py", "python 'my train.py'"),
+        ("a$(touch canary);`touch canary`.py", "python 'a$(touch canary);`touch canary`.py'"),
+        ("it's.py", "python 'it'\"'\"'s.py'"),
+    ],
+)
+def test_the_command_suggested_runs_the_script_as_pasted(
+    tmp_path: Path, program: str, suggested: str
+) -> None:
+    """The suggestion is meant to be pasted: quoted by malaunch.shell, it runs the script and
+    nothing its name holds (it was `python a$(touch canary).py`, which ran the command)."""
+    (tmp_path / program).write_text("print('the script ran')\n")
+    args = ["--framework", "torch_ddp", "--log-dir", str(tmp_path / "logs"), program]
+    result = run_cli(args, cwd=tmp_path)
+    assert result.code == 64
+    assert result.stderr == (
+        f"malaunch: error: {program!r} is not a program on PATH: did you mean `{suggested}`?\n"
+    )
+    pasted = result.stderr.split("did you mean `", 1)[1][: -len("`?\n")]
+    ran = subprocess.run(
+        ["bash", "-c", pasted.replace("python", shlex.quote(sys.executable), 1)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (0, "the script ran\n"), ran.stderr
+    assert not (tmp_path / "canary").exists()
 
 
 def test_a_simulation_says_it_once_before_any_node_starts(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from malaunch.rankspec import parse_rank_spec
-from malaunch.wording import closest, did_you_mean, plural, ranks, spans
+from malaunch.wording import closest, did_you_mean, plural, ranks, spans, waited_nodes
 
 
 def test_plural_agrees_with_its_count() -> None:
@@ -44,3 +44,13 @@ def test_one_suggestion_or_none() -> None:
     assert closest("--framework", names) is None  # nothing to correct
     assert did_you_mean("pytorch", ["torch_ddp", "mindspore"]) == " (did you mean torch_ddp?)"
     assert did_you_mean("check", ["convert", "validate"], "`x {}`") == ""
+
+
+def test_nodes_waited_for_are_named_then_counted_and_cut_short() -> None:
+    assert waited_nodes([1, 2]) == "node 1, 2"
+    assert waited_nodes(list(range(1, 9))) == "node 1, 2, 3, 4, 5, 6, 7, 8"
+    assert waited_nodes(list(range(1, 20))) == "19 nodes: 1-19"
+    every_other = list(range(1, 10_000, 2))
+    text = waited_nodes(every_other)
+    assert text.startswith("5,000 nodes: 1,3,5,") and text.endswith(",...")
+    assert len(text) < 230

@@ -31,6 +31,7 @@ from malaunch.job.protocol import (
 from malaunch.job.settings import JobSettings
 from malaunch.log import logger
 from malaunch.progress import Waiting
+from malaunch.wording import plural
 
 CONNECT_TIMEOUT = 2.0
 MIN_STEP = 0.1  # the shortest connect or read of the handshake, even past the deadline
@@ -68,8 +69,7 @@ class Causes:
         """``node 0 closed 30 connection attempts before the handshake, 2 were refused``."""
         parts = []
         for cause, count in self.counts.most_common():
-            attempts = f"{count} connection attempt{'s' if count != 1 else ''}"
-            parts.append(CAUSES[cause].format(attempts=attempts))
+            parts.append(CAUSES[cause].format(attempts=plural(count, "connection attempt")))
         return ", ".join(parts)
 
     def message(self, where: str, settings: JobSettings) -> str:
@@ -80,7 +80,7 @@ class Causes:
                 f"the server at {where} (job channel, --job-port) failed authentication: "
                 f"{self.last}; gave up after {waited}"
             )
-        tally = f"; of {self.tries} tries: {self.tally()}" if self.tries else ""
+        tally = f"; of {plural(self.tries, 'try')}: {self.tally()}" if self.tries else ""
         if self.counts["closed"]:
             # The cause seen, named first: a flood keeps a node out, not a missing launcher.
             return (

@@ -144,8 +144,9 @@ def parse_backoff(text: str) -> Tuple[float, float]:
 
 def parse_codes(text: str) -> Optional[FrozenSet[int]]:
     """``--restart-on``: ``any``, or exit codes, ranges and signal names (``1,70-79,SIGKILL``,
-    a signal N standing for 128+N)."""
-    if text.strip().lower() in ("", "any", "all"):
+    a signal N standing for 128+N). A blank value (``' '``, a shell variable that expanded to
+    spaces) names no code: refused, never read as ``any``."""
+    if text.strip().lower() in ("any", "all"):
         return None
     codes: Set[int] = set()
     for item in (part.strip() for part in text.split(",")):

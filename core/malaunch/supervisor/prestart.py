@@ -35,6 +35,7 @@ from malaunch.job.settings import JobSettings
 from malaunch.job.sockets import listen
 from malaunch.log import logger
 from malaunch.progress import LIVE_EVERY, Waiting
+from malaunch.wording import waited_nodes
 
 PRESTART = "prestart"  # the failure's kind: describe_failure says "failed before the start"
 MAX_REASON = 500  # characters of the error line a failure carries
@@ -146,8 +147,8 @@ def tell_every_node(
     waiting = Waiting("the other node launchers to join, to tell them why the job ends")
 
     def progress() -> None:
-        missing = ", ".join(str(node) for node in coordinator.missing())
-        waiting.update(f"not yet: node {missing}", settings.wait_timeout)
+        # Spans past a few nodes: with thousands still to come, a line every 10 s stays a line.
+        waiting.update(f"not yet: {waited_nodes(coordinator.missing())}", settings.wait_timeout)
         loop.call_later(LIVE_EVERY, progress)
 
     progress()

@@ -156,9 +156,16 @@ def test_parse_backoff_rejects(text: str) -> None:
 # -- parse_codes --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["any", "ANY", " all ", ""])
+@pytest.mark.parametrize("text", ["any", "ANY", " all "])
 def test_parse_codes_any(text: str) -> None:
     assert parse_codes(text) is None
+
+
+@pytest.mark.parametrize("text", ["", " ", "\t", " , "])
+def test_a_blank_restart_on_names_no_code_and_is_refused(text: str) -> None:
+    # It was read as "any": a restart on every code, which nobody typed.
+    with pytest.raises(UsageError, match=r"^--restart-on .*: expected any, or exit codes like"):
+        parse_codes(text)
 
 
 def test_parse_codes_list_ranges_and_signals() -> None:

@@ -109,3 +109,15 @@ def test_a_node_0_that_never_comes_is_said_and_the_error_stays(
     assert messages[-1].startswith(
         "could not tell node 0 why this node cannot start: node 0's launcher at 127.0.0.1:"
     )
+
+
+def test_node_0_telling_many_nodes_names_them_in_spans(messages: List[str]) -> None:
+    """Node 0 that cannot start waits for the others to tell them why: its line every 10 s
+    folds the nodes still to come (it listed every one: a line of 60 KB at 10,000 nodes)."""
+    job = JobSettings(0, 40, "127.0.0.1", 0, TOKEN, wait_timeout=2.5)
+    channel = prestart.EarlyChannel(job)
+    failure = prestart.prestart_failure(UsageError("--x: no"), 0)
+    prestart.tell_every_node(job, channel.adopt(), failure)
+    waits = [m for m in messages if m.startswith("waiting for the other node launchers")]
+    assert len(waits) == 1, messages
+    assert waits[0].endswith(" (not yet: 39 nodes: 1-39)"), waits
