@@ -290,3 +290,36 @@ def test_the_built_in_plugins_links_are_in_the_architecture_table() -> None:
     architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "| `core/malaunch_<framework>` | a link to `../plugins/<framework>`" in architecture
     assert all((CORE / f"malaunch_{plugin.name}").is_symlink() for plugin in PLUGIN_DIRS)
+
+
+def _layers() -> Dict[str, int]:
+    """Top-level module or package -> its layer (0 the top), read from the ``layers`` block of
+    docs/architecture.md."""
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = architecture.split("```layers\n", 1)[1].split("```", 1)[0]
+    return {name: depth for depth, line in enumerate(block.splitlines()) for name in line.split()}
+
+
+def _top(module: str) -> str:
+    """``malaunch.job.server`` -> ``job``; the package itself is ``malaunch``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    layers = _layers()
+    names = {_top(name) for name in _core_graph()} - {"malaunch", "__main__"}
+    assert sorted(names - set(layers)) == []
+    assert sorted(set(layers) - names) == []
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    layers = _layers()
+    above = []
+    for name, targets in _core_graph().items():
+        if _top(name) in ("malaunch", "__main__"):
+            continue
+        for target in sorted(targets):
+            if _top(target) != "malaunch" and layers[_top(target)] < layers[_top(name)]:
+                above.append(f"{name} -> {target}")
+    assert above == []
