@@ -26,6 +26,7 @@ import time
 from typing import Callable, Deque, Optional
 
 from malaunch.console.sinks import Sink
+from malaunch.wording import plural
 
 LIMIT = 1 << 20  # bytes of console copies held for a stalled reader (about 10,000 lines)
 BURST = 16 << 20  # how far a reader that keeps reading may fall behind a burst
@@ -185,7 +186,7 @@ class ConsoleStream:
 
     def _note(self) -> None:
         count, self.dropped, self.dropping = self.dropped, 0, False
-        lines = f"{count} console line{'s' if count != 1 else ''}"
+        lines = plural(count, "console line")
         text = f"malaunch: warning: {lines} dropped: the console's reader did not keep up; "
         self._send(f"{text}{self.hint}\n".encode())
 

@@ -31,6 +31,7 @@ from malaunch.job.protocol import (
 from malaunch.job.settings import JobSettings
 from malaunch.log import logger
 from malaunch.progress import Waiting
+from malaunch.wording import plural
 
 CONNECT_TIMEOUT = 2.0
 MIN_STEP = 0.1  # the shortest connect or read of the handshake, even past the deadline
@@ -68,7 +69,7 @@ class Causes:
         """``node 0 closed 30 connection attempts before the handshake, 2 were refused``."""
         parts = []
         for cause, count in self.counts.most_common():
-            attempts = f"{count} connection attempt{'s' if count != 1 else ''}"
+            attempts = plural(count, "connection attempt")
             parts.append(CAUSES[cause].format(attempts=attempts))
         return ", ".join(parts)
 

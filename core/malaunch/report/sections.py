@@ -16,6 +16,7 @@ from malaunch.report.failures import describe
 from malaunch.report.model import Failure, JobReport, LogFile
 from malaunch.report.read import as_dict, as_int, as_list, as_str, dicts, moment
 from malaunch.report.timeline import clock, seconds
+from malaunch.wording import plural
 
 
 def href(path: Path, base: Path) -> str:
@@ -62,8 +63,7 @@ def _failure(failure: Failure, base: Path) -> str:
         parts.append("<h4>Python exception</h4>")
         parts.append(f'<pre class="exception">{escape(failure.exception)}</pre>')
     if failure.tail:
-        count = len(failure.tail)
-        parts.append(f"<h4>Last {count} line{'s' if count > 1 else ''} of its log</h4>")
+        parts.append(f"<h4>Last {plural(len(failure.tail), 'line')} of its log</h4>")
         parts.append(f'<pre class="tail">{escape(chr(10).join(failure.tail))}</pre>')
     elif failure.kind == "exit":
         parts.append("<p>Its log had no lines.</p>")

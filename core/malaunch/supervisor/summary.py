@@ -219,7 +219,7 @@ def report(
         logger.info(f"  {line}")
     if console_dropped:
         logger.warning(
-            f"{console_dropped} console line{'s' if console_dropped > 1 else ''} dropped "
+            f"{plural(console_dropped, 'console line')} dropped "
             f"during the run (the console's reader did not keep up); the log files in "
             f"{log_dir} hold every line"
         )

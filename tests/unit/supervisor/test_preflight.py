@@ -10,6 +10,7 @@ from jobs import topology
 
 from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan, Node
+from malaunch.supervisor import preflight
 from malaunch.supervisor.preflight import check_ports
 
 
@@ -88,3 +89,22 @@ def test_taken_job_port_on_node_0_is_an_error(listening_port: int) -> None:
 def test_job_port_equal_to_the_master_port_is_an_error() -> None:
     with pytest.raises(LaunchError, match="the job port and the master port are both 29500"):
         check_ports(plan_with(29500), job_port=29500)
+
+
+@pytest.mark.parametrize(
+    ("processes", "peers", "what"),
+    [
+        (1, 1, "1 process and the job channel's 1 connection"),
+        (2, 3, "2 processes and the job channel's 3 connections"),
+        (1, 0, "1 process needs about"),
+        (3, 0, "3 processes need about"),
+    ],
+)
+def test_open_files_refusal_counts_in_words(
+    monkeypatch: pytest.MonkeyPatch, processes: int, peers: int, what: str
+) -> None:
+    # A limit below what any launcher needs: the refusal's wording is what is tested.
+    monkeypatch.setattr(preflight, "raise_open_files_limit", lambda: (8, 8))
+    with pytest.raises(LaunchError) as info:
+        preflight.check_open_files(processes, peers)
+    assert str(info.value).startswith(what)
