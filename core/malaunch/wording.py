@@ -1,8 +1,9 @@
-"""How the launcher words what it says: counts, runs of numbers, the name a typo meant.
+"""How the launcher words what it says: counts, runs of numbers, long values, the name a typo
+meant.
 
 One place for each, so that every message counts alike (``1 process``, ``2 processes``),
-folds ranks alike (``ranks 0,2-7``) and suggests alike (one name when one is close, none when
-none is).
+folds ranks alike (``ranks 0,2-7``), cuts a long value short alike (``'aaa'... (5000
+characters)``) and suggests alike (one name when one is close, none when none is).
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ def listing(items: Sequence[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def shortened(text: str, limit: int = 60, keep: int = 40) -> str:
+    """``text`` for a message: itself up to ``limit`` characters, else its first ``keep`` and
+    its length (``abc... (5000 characters)``): a 5,000-character value must not make a
+    5,000-character line."""
+    return text if len(text) <= limit else f"{text[:keep]}... ({len(text)} characters)"
+
+
+def quoted(text: str, limit: int = 60, keep: int = 60) -> str:
+    """``repr(text)`` for a message, cut short as :func:`shortened` cuts (the part kept is
+    quoted: ``'abc'... (5000 characters)``)."""
+    return repr(text) if len(text) <= limit else f"{text[:keep]!r}... ({len(text)} characters)"
 
 
 def ranks(numbers: Sequence[int], noun: str = "rank") -> str:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from malaunch.rankspec import parse_rank_spec
-from malaunch.wording import closest, did_you_mean, plural, ranks, spans
+from malaunch.wording import closest, did_you_mean, plural, quoted, ranks, shortened, spans
 
 
 def test_plural_agrees_with_its_count() -> None:
@@ -44,3 +44,21 @@ def test_one_suggestion_or_none() -> None:
     assert closest("--framework", names) is None  # nothing to correct
     assert did_you_mean("pytorch", ["torch_ddp", "mindspore"]) == " (did you mean torch_ddp?)"
     assert did_you_mean("check", ["convert", "validate"], "`x {}`") == ""
+
+
+def test_a_long_value_is_cut_short_with_its_length() -> None:
+    assert shortened("x" * 60) == "x" * 60
+    assert shortened("x" * 61) == "x" * 40 + "... (61 characters)"
+    assert shortened("abcdef", limit=4, keep=2) == "ab... (6 characters)"
+    assert quoted("a'b") == '"a\'b"'
+    assert quoted("y" * 61) == repr("y" * 60) + "... (61 characters)"
+    assert quoted("y" * 201, limit=200, keep=60) == repr("y" * 60) + "... (201 characters)"
+
+
+@settings(derandomize=True, max_examples=200)
+@given(st.text(max_size=300), st.integers(1, 120))
+def test_a_cut_value_is_bounded_and_starts_as_the_value(text: str, limit: int) -> None:
+    keep = limit // 2 + 1
+    cut = shortened(text, limit, keep)
+    assert cut == text if len(text) <= limit else cut.startswith(text[:keep] + "... (")
+    assert len(cut) <= limit + len("... (300 characters)")
