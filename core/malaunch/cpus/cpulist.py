@@ -17,7 +17,7 @@ from typing import FrozenSet, Iterable, List, Tuple
 
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_LOCAL_PROCESSES, is_plain_int
-from malaunch.wording import quoted
+from malaunch.wording import quoted, spans
 
 # Linux builds with at most 8192 CPUs (NR_CPUS); a larger number is a typo, not a machine.
 MAX_CPU = 65535
@@ -82,11 +82,9 @@ def parse_cpulist(text: str) -> FrozenSet[int]:
 
 
 def format_cpulist(cpus: Iterable[int]) -> str:
-    """The kernel's shortest text for a set of CPUs: ``0-23,48-71``."""
-    parts = []
-    for first, last in merge((cpu, cpu) for cpu in cpus):
-        parts.append(str(first) if first == last else f"{first}-{last}")
-    return ",".join(parts)
+    """The kernel's shortest text for a set of CPUs: ``0-23,48-71``, runs folded as every
+    message folds ranks (:func:`malaunch.wording.spans`)."""
+    return spans(cpus)
 
 
 def parse_cpu_bind(text: str, option: str) -> CpuBindMode:
