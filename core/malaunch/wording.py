@@ -67,6 +67,13 @@ def quoted(text: str, limit: int = 60, keep: int = 60) -> str:
     return repr(text) if len(text) <= limit else f"{text[:keep]!r}... ({len(text)} characters)"
 
 
+def first_of(items: Sequence[str], shown: int) -> str:
+    """``a, b, c, ... (4 more)``: the first ``shown`` of ``items``, and how many more there
+    are, so that a message naming thousands of things stays one short line."""
+    listed = ", ".join(items[:shown])
+    return f"{listed}, ... ({len(items) - shown} more)" if len(items) > shown else listed
+
+
 def ranks(numbers: Sequence[int], noun: str = "rank") -> str:
     """``rank 3``, ``ranks 0-3,5``: ranks (or nodes) named with their noun."""
     return f"{noun_for(len(set(numbers)), noun)} {spans(numbers)}"

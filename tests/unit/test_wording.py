@@ -8,7 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from malaunch.rankspec import parse_rank_spec
-from malaunch.wording import closest, did_you_mean, plural, quoted, ranks, shortened, spans
+from malaunch.wording import (
+    closest,
+    did_you_mean,
+    first_of,
+    plural,
+    quoted,
+    ranks,
+    shortened,
+    spans,
+)
 
 
 def test_plural_agrees_with_its_count() -> None:
@@ -62,3 +71,9 @@ def test_a_cut_value_is_bounded_and_starts_as_the_value(text: str, limit: int) -
     cut = shortened(text, limit, keep)
     assert cut == text if len(text) <= limit else cut.startswith(text[:keep] + "... (")
     assert len(cut) <= limit + len("... (300 characters)")
+
+
+def test_a_long_list_names_its_first_items_and_counts_the_rest() -> None:
+    assert first_of(["a", "b"], 3) == "a, b"
+    assert first_of(["a", "b", "c"], 3) == "a, b, c"
+    assert first_of(["a", "b", "c", "d", "e"], 3) == "a, b, c, ... (2 more)"
