@@ -24,7 +24,7 @@ import click
 from malaunch.errors import TopologyError, UsageError
 from malaunch.numbers import MAX_DIGITS, MAX_SECONDS, parse_int, parse_seconds
 from malaunch.topology.envparse import parse_host
-from malaunch.wording import did_you_mean
+from malaunch.wording import did_you_mean, shortened
 
 # click 8.2+ makes ParamType generic; Python 3.9 gets click 8.1, where it is not subscriptable.
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class Path(click.Path):
                 os.lstat(text)
             except OSError as exc:
                 if exc.errno == errno.ENAMETOOLONG:
-                    shown = f"{text[:100]}... ({len(text)} characters)"
+                    shown = shortened(text, 100, 100)
                     self.fail(f"{shown}: {exc.strerror}", param, ctx)
             except ValueError:  # an embedded NUL: no system call takes it
                 self.fail("a path cannot hold a NUL character", param, ctx)

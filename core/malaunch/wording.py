@@ -1,8 +1,9 @@
-"""How the launcher words what it says: counts, runs of numbers, the name a typo meant.
+"""How the launcher words what it says: counts, runs of numbers, long values, the name a typo
+meant.
 
 One place for each, so that every message counts alike (``1 process``, ``2 processes``),
-folds ranks alike (``ranks 0,2-7``) and suggests alike (one name when one is close, none when
-none is).
+folds ranks alike (``ranks 0,2-7``), cuts a long value short alike (``'aaa'... (5000
+characters)``) and suggests alike (one name when one is close, none when none is).
 """
 
 from __future__ import annotations
@@ -68,6 +69,26 @@ def waited_nodes(nodes: Sequence[int]) -> str:
         cut = folded.rfind(",", 0, MAX_SPANS_TEXT)  # > 0: no span is 200 characters long
         folded = folded[:cut] + ",..."
     return f"{len(nodes):,} nodes: {folded}"
+
+
+def shortened(text: str, limit: int = 60, keep: int = 40) -> str:
+    """``text`` for a message: itself up to ``limit`` characters, else its first ``keep`` and
+    its length (``abc... (5000 characters)``): a 5,000-character value must not make a
+    5,000-character line."""
+    return text if len(text) <= limit else f"{text[:keep]}... ({len(text)} characters)"
+
+
+def quoted(text: str, limit: int = 60, keep: int = 60) -> str:
+    """``repr(text)`` for a message, cut short as :func:`shortened` cuts (the part kept is
+    quoted: ``'abc'... (5000 characters)``)."""
+    return repr(text) if len(text) <= limit else f"{text[:keep]!r}... ({len(text)} characters)"
+
+
+def first_of(items: Sequence[str], shown: int) -> str:
+    """``a, b, c, ... (4 more)``: the first ``shown`` of ``items``, and how many more there
+    are, so that a message naming thousands of things stays one short line."""
+    listed = ", ".join(items[:shown])
+    return f"{listed}, ... ({len(items) - shown} more)" if len(items) > shown else listed
 
 
 def ranks(numbers: Sequence[int], noun: str = "rank") -> str:

@@ -259,3 +259,67 @@ def test_readme_layout_and_architecture_page_match_the_tree() -> None:
     assert [m for m in modules if f"{m}.py" not in architecture] == []
     for plugin in PLUGIN_DIRS:
         assert "plugins/<framework>/" in layout and (plugin / "plan.py").exists()
+
+
+def _architecture_rows() -> Dict[str, str]:
+    """Folder (``job``, ``topology/ranktable``) -> its row in docs/architecture.md's table."""
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in architecture.splitlines():
+        found = re.match(r"\| `core/malaunch/([a-z_/]+)/` \| (.*) \|$", line)
+        if found:
+            rows[found[1]] = found[2]
+    return rows
+
+
+@pytest.mark.parametrize(
+    "folder",
+    sorted({p.parent for p in PACKAGE.rglob("__init__.py")} - {PACKAGE}),
+    ids=lambda p: p.relative_to(PACKAGE).as_posix(),
+)
+def test_every_module_is_named_in_its_folders_row(folder: Path) -> None:
+    """A newcomer finds each module of a package folder in that folder's row of the
+    architecture table (a nested folder with its own row answers for its modules)."""
+    row = _architecture_rows().get(folder.relative_to(PACKAGE).as_posix())
+    assert row is not None, "no row of its own in docs/architecture.md's table"
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    assert [name for name in modules if f"`{name}`" not in row] == []
+
+
+def test_the_built_in_plugins_links_are_in_the_architecture_table() -> None:
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "| `core/malaunch_<framework>` | a link to `../plugins/<framework>`" in architecture
+    assert all((CORE / f"malaunch_{plugin.name}").is_symlink() for plugin in PLUGIN_DIRS)
+
+
+def _layers() -> Dict[str, int]:
+    """Top-level module or package -> its layer (0 the top), read from the ``layers`` block of
+    docs/architecture.md."""
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = architecture.split("```layers\n", 1)[1].split("```", 1)[0]
+    return {name: depth for depth, line in enumerate(block.splitlines()) for name in line.split()}
+
+
+def _top(module: str) -> str:
+    """``malaunch.job.server`` -> ``job``; the package itself is ``malaunch``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    layers = _layers()
+    names = {_top(name) for name in _core_graph()} - {"malaunch", "__main__"}
+    assert sorted(names - set(layers)) == []
+    assert sorted(set(layers) - names) == []
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    layers = _layers()
+    above = []
+    for name, targets in _core_graph().items():
+        if _top(name) in ("malaunch", "__main__"):
+            continue
+        for target in sorted(targets):
+            if _top(target) != "malaunch" and layers[_top(target)] < layers[_top(name)]:
+                above.append(f"{name} -> {target}")
+    assert above == []

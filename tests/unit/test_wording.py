@@ -8,7 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from malaunch.rankspec import parse_rank_spec
-from malaunch.wording import closest, did_you_mean, plural, ranks, spans, waited_nodes
+from malaunch.wording import (
+    closest,
+    did_you_mean,
+    first_of,
+    plural,
+    quoted,
+    ranks,
+    shortened,
+    spans,
+    waited_nodes,
+)
 
 
 def test_plural_agrees_with_its_count() -> None:
@@ -54,3 +64,27 @@ def test_nodes_waited_for_are_named_then_counted_and_cut_short() -> None:
     text = waited_nodes(every_other)
     assert text.startswith("5,000 nodes: 1,3,5,") and text.endswith(",...")
     assert len(text) < 230
+
+
+def test_a_long_value_is_cut_short_with_its_length() -> None:
+    assert shortened("x" * 60) == "x" * 60
+    assert shortened("x" * 61) == "x" * 40 + "... (61 characters)"
+    assert shortened("abcdef", limit=4, keep=2) == "ab... (6 characters)"
+    assert quoted("a'b") == '"a\'b"'
+    assert quoted("y" * 61) == repr("y" * 60) + "... (61 characters)"
+    assert quoted("y" * 201, limit=200, keep=60) == repr("y" * 60) + "... (201 characters)"
+
+
+@settings(derandomize=True, max_examples=200)
+@given(st.text(max_size=300), st.integers(1, 120))
+def test_a_cut_value_is_bounded_and_starts_as_the_value(text: str, limit: int) -> None:
+    keep = limit // 2 + 1
+    cut = shortened(text, limit, keep)
+    assert cut == text if len(text) <= limit else cut.startswith(text[:keep] + "... (")
+    assert len(cut) <= limit + len("... (300 characters)")
+
+
+def test_a_long_list_names_its_first_items_and_counts_the_rest() -> None:
+    assert first_of(["a", "b"], 3) == "a, b"
+    assert first_of(["a", "b", "c"], 3) == "a, b, c"
+    assert first_of(["a", "b", "c", "d", "e"], 3) == "a, b, c, ... (2 more)"

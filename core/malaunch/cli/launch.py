@@ -35,6 +35,7 @@ from malaunch.staging.models import StageMapping
 from malaunch.staging.session import StagingStep, read_mappings
 from malaunch.supervisor.runs import RunFolder, check_log_dir
 from malaunch.supervisor.signals import parse_signal_names
+from malaunch.wording import shortened
 
 EPILOG = """\b
 Other commands:
@@ -244,14 +245,12 @@ def log_dir_origin(ctx: click.Context, value: Optional[str]) -> str:
     ``MA_LOG_DIR=X`` or the default."""
     if value:
         from_env = ctx.get_parameter_source("log_dir") == click.core.ParameterSource.ENVIRONMENT
-        return f"{ENV_PREFIX}_LOG_DIR={_short(value)}" if from_env else f"--log-dir {_short(value)}"
+        shown = shortened(value, 200, 100)
+        return f"{ENV_PREFIX}_LOG_DIR={shown}" if from_env else f"--log-dir {shown}"
     platform = os.environ.get("MA_LOG_DIR")
-    return f"MA_LOG_DIR={_short(platform)}" if platform else "--log-dir malaunch-logs (the default)"
-
-
-def _short(text: str) -> str:
-    """A path for a message: a 5,000-character one must not make a 5,000-character line."""
-    return text if len(text) <= 200 else f"{text[:100]}... ({len(text)} characters)"
+    if platform:
+        return f"MA_LOG_DIR={shortened(platform, 200, 100)}"
+    return "--log-dir malaunch-logs (the default)"
 
 
 @contextlib.contextmanager

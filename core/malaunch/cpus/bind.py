@@ -16,10 +16,11 @@ import dataclasses
 from typing import Dict, FrozenSet, List, Mapping, Optional, Set
 
 from malaunch.cpus import assign, npusmi
-from malaunch.cpus.cpulist import CpuBindMode, format_cpulist, quoted
+from malaunch.cpus.cpulist import CpuBindMode, format_cpulist
 from malaunch.cpus.machine import Machine, read_machine
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
+from malaunch.wording import quoted
 
 SHOWN_PROCESSES = 4  # processes named in the info line; the plan and the summary list all
 

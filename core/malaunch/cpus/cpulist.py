@@ -17,6 +17,7 @@ from typing import FrozenSet, Iterable, List, Tuple
 
 from malaunch.errors import UsageError
 from malaunch.numbers import MAX_LOCAL_PROCESSES, is_plain_int
+from malaunch.wording import quoted, spans
 
 # Linux builds with at most 8192 CPUs (NR_CPUS); a larger number is a typo, not a machine.
 MAX_CPU = 65535
@@ -37,18 +38,11 @@ class CpuBindMode:
     lists: Tuple[Intervals, ...] = ()
 
 
-def quoted(text: str, limit: int = 60) -> str:
-    """``text`` quoted for a message, a long one cut short with its length."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} characters)"
-
-
 def _interval(item: str) -> Tuple[int, int]:
     """``5`` or ``0-23``; ValueError saying what is wrong."""
     low, sep, high = item.partition("-")
     if not (is_plain_int(low) and (not sep or is_plain_int(high))):
-        msg = f"{quoted(item, 30)} is not a CPU number or range"
+        msg = f"{quoted(item, 30, 30)} is not a CPU number or range"
         raise ValueError(msg)
     first, last = int(low), int(high) if sep else int(low)
     if last > MAX_CPU:
@@ -88,11 +82,9 @@ def parse_cpulist(text: str) -> FrozenSet[int]:
 
 
 def format_cpulist(cpus: Iterable[int]) -> str:
-    """The kernel's shortest text for a set of CPUs: ``0-23,48-71``."""
-    parts = []
-    for first, last in merge((cpu, cpu) for cpu in cpus):
-        parts.append(str(first) if first == last else f"{first}-{last}")
-    return ",".join(parts)
+    """The kernel's shortest text for a set of CPUs: ``0-23,48-71``, runs folded as every
+    message folds ranks (:func:`malaunch.wording.spans`)."""
+    return spans(cpus)
 
 
 def parse_cpu_bind(text: str, option: str) -> CpuBindMode:

@@ -17,6 +17,7 @@ from typing import Callable, Optional, Tuple
 
 from malaunch.events import EventLoop
 from malaunch.job.protocol import MAX_MESSAGE
+from malaunch.wording import plural
 
 BACKLOG = 65535  # connections the kernel queues for us (capped by net.core.somaxconn)
 MAX_WAITING = 4 * MAX_MESSAGE  # bytes that may wait for one peer: a few of the largest messages
@@ -37,7 +38,7 @@ class Outbox:
         """Send ``data`` now as far as the socket takes it; the rest waits for the loop."""
         if self.data:
             if len(self.data) + len(data) > MAX_WAITING:
-                self.on_error(f"it left {len(self.data)} bytes unread")
+                self.on_error(f"it left {plural(len(self.data), 'byte')} unread")
                 return
             self.data += data
             return

@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from malaunch.errors import MissingInputError
 from malaunch.models import LaunchPlan, ProcessSpec
 from malaunch.python_command import is_python
+from malaunch.wording import shortened
 
 OPTION = "--conda-env"
 NAME_VAR = "DEFAULT_CONDA_ENV_NAME"
@@ -91,7 +92,7 @@ def find_conda_env(environ: Mapping[str, str], conda_env: Optional[str]) -> Opti
     try:
         return _find(value, origin, environ)
     except OSError as exc:  # a name or path the system refuses: too long, a loop of links
-        shown = value if len(value) <= 100 else f"{value[:60]}... ({len(value)} characters)"
+        shown = shortened(value, 100, 60)
         msg = f"conda env {shown!r} (from {origin}): {exc.strerror or exc}"
         raise MissingInputError(msg) from exc
 

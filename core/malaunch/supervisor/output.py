@@ -19,7 +19,7 @@ from malaunch.console import escape_bytes, is_plain
 from malaunch.errors import UsageError
 from malaunch.models import ProcessSpec
 from malaunch.rankspec import RankSpec, parse_rank_spec
-from malaunch.wording import ranks, spans
+from malaunch.wording import ranks, shortened, spans
 
 # A process that never prints a newline (progress bars with \r) must not grow the buffer
 # without bound; past this size the partial line goes out as a line of its own.
@@ -115,7 +115,7 @@ def check_prefix_template(template: str) -> str:
     """
 
     def refuse(why: str) -> UsageError:
-        shown = template if len(template) <= 80 else f"{template[:60]}... ({len(template)} chars)"
+        shown = shortened(template, 80, 60)
         return UsageError(f"--console-prefix {shown!r}: {why[:200]}")
 
     known = ", ".join("{" + name + "}" for name in PREFIX_FIELDS)

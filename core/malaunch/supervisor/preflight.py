@@ -153,12 +153,12 @@ def check_open_files(processes: int, peers: int = 0, hang: bool = False) -> None
     if soft == resource.RLIM_INFINITY or needed <= soft:
         return
     shown = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
-    what, verb = plural(processes, "process"), "needs" if processes == 1 else "need"
+    what = plural(processes, "process")
     if peers:  # node 0: the job channel holds a connection to every other node
-        what += f" and the job channel's {peers} connections (other nodes, strangers)"
-        verb = "need"
+        what += f" and the job channel's {plural(peers, 'connection')} (other nodes, strangers)"
+    need = "needs" if processes == 1 and not peers else "need"  # one process, or several things
     msg = (
-        f"{what} {verb} about {needed} open files in the launcher, but "
+        f"{what} {need} about {needed} open files in the launcher, but "
         f"RLIMIT_NOFILE allows {soft} (hard limit {shown}; `ulimit -n`, `ulimit -Hn`): raise "
         "the nofile limit of the container or host, or start fewer processes on this node"
     )

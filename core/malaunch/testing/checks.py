@@ -8,6 +8,7 @@ import warnings
 from typing import List, Optional, Sequence
 
 from malaunch.models import LaunchPlan, ProcessSpec
+from malaunch.wording import plural
 
 # --- Plan invariants ---------------------------------------------------------------------
 
@@ -115,7 +116,6 @@ def check_plan(plan: LaunchPlan) -> None:
     problems.extend(_json_problems(plan))
     if problems:
         lines = "\n  ".join(problems)
-        msg = (
-            f"plan of framework {plan.framework!r} breaks {len(problems)} invariant(s):\n  {lines}"
-        )
+        broken = plural(len(problems), "invariant")
+        msg = f"plan of framework {plan.framework!r} breaks {broken}:\n  {lines}"
         raise AssertionError(msg)

@@ -17,6 +17,7 @@ from malaunch.errors import TopologyError
 from malaunch.models import DataPaths
 from malaunch.topology.envparse import get
 from malaunch.topology.jsonvar import MAX_JSON_VARIABLE, load_json
+from malaunch.wording import quoted
 
 
 def parse_data_paths(env: Mapping[str, str]) -> DataPaths:
@@ -68,22 +69,17 @@ def _legacy_dataset_path(raw: str) -> Dict[str, str]:
     # Besides ValueError and SyntaxError, literal_eval raises TypeError building a set or dict
     # of lists ("{[]}"), and MemoryError or RecursionError on deep expressions ("--...-1").
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
-        msg = f"DATASET_PATH={_short(raw)}: expected a Python list literal of paths"
+        msg = f"DATASET_PATH={quoted(raw, 200, 60)}: expected a Python list literal of paths"
         raise TopologyError(msg) from exc
     paths = [loaded] if isinstance(loaded, str) else loaded
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
-        msg = f"DATASET_PATH={_short(raw)}: expected a Python list literal of paths"
+        msg = f"DATASET_PATH={quoted(raw, 200, 60)}: expected a Python list literal of paths"
         raise TopologyError(msg)
     result: Dict[str, str] = {}
     for path in paths:
         name = os.path.basename(path.rstrip("/")) or path
         result[path if name in result else name] = path
     return result
-
-
-def _short(raw: str) -> str:
-    """The value for a message: a 100,000-character expression must not fill the screen."""
-    return repr(raw) if len(raw) <= 200 else f"{raw[:60]!r}... ({len(raw)} characters)"
 
 
 def missing_paths(data: DataPaths) -> List[str]:

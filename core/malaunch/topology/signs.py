@@ -34,7 +34,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 from malaunch.errors import TopologyError
 from malaunch.numbers import is_plain_int
 from malaunch.topology import envparse, kubeflow
-from malaunch.wording import listing
+from malaunch.wording import first_of, listing, noun_for
 
 # The source ``auto`` falls back to (malaunch.topology.local, registered by name like any other).
 FALLBACK_SOURCE = "local"
@@ -82,7 +82,7 @@ def check_not_nested(env: Mapping[str, str], declared: Sequence[Tuple[str, str]]
     if not seen:
         return
     names = listing([name for name, _ in seen])
-    verb = "is" if len(seen) == 1 else "are"
+    verb = noun_for(len(seen), "is")
     who = seen[0][1]
     msg = (
         f"nested launch: {names} {verb} set, so this runs inside a {who} that already "
@@ -265,9 +265,7 @@ def refuse_alone(
     if not signs:
         return
     seen = signs[:SHOWN_SIGNS]
-    shown = ", ".join(sign.shown() for sign in seen)
-    if len(signs) > SHOWN_SIGNS:
-        shown += f", ... ({len(signs) - SHOWN_SIGNS} more)"
+    shown = first_of([sign.shown() for sign in signs], SHOWN_SIGNS)
     msg = (
         f"no topology source matched, but this environment shows a distributed job ({shown}): "
         f"{_advice(env, signs, seen, lookup)}, or run alone on purpose with --topology local"

@@ -8,9 +8,11 @@ from typing import FrozenSet, List, Optional
 import pytest
 from jobs import Job
 
+from malaunch.errors import UsageError
 from malaunch.supervisor.output import (
     MAX_PARTIAL_LINE,
     LineRelay,
+    check_prefix_template,
     console_prefix,
     describe,
     parse_console_ranks,
@@ -100,3 +102,11 @@ def test_relay_output_is_independent_of_chunking(seed: int) -> None:
     expected = b"".join(b"[rank 7] " + line + b"\n" for line in text.split(b"\n"))
     assert b"".join(out) == expected
     assert all(block.endswith(b"\n") and block.startswith(b"[rank 7] ") for block in out)
+
+
+def test_a_long_prefix_template_is_cut_short_in_its_refusal() -> None:
+    template = "{host}" + "x" * 100 + "{nope}"
+    with pytest.raises(UsageError) as info:
+        check_prefix_template(template)
+    shown = repr(template[:60] + f"... ({len(template)} characters)")
+    assert str(info.value).startswith(f"--console-prefix {shown}: ")

@@ -20,7 +20,7 @@ from malaunch.numbers import is_plain_int
 from malaunch.topology.envparse import is_host
 from malaunch.topology.ranktable.hccn import DEFAULT_PATH, read_hccn_conf
 from malaunch.topology.ranktable.write import render, write_table
-from malaunch.wording import plural, spans
+from malaunch.wording import plural, shortened, spans
 
 MAX_DEVICE = 15  # HCCL's device_id range on A2/A3/310P (0-7 on 910A)
 MAX_SERVER_ID = 63  # HCCL requires server_id shorter than 64 characters
@@ -38,7 +38,7 @@ def parse_device_spec(text: str, option: str = "--devices") -> List[int]:
     :class:`UsageError` naming ``option``.
     """
     spec = text.strip()
-    where = f'{option} "{_shown(text)}"'
+    where = f'{option} "{shortened(text)}"'
     interval = _INTERVAL.fullmatch(spec)
     if interval:
         low, high = _id(interval.group(1), where), _id(interval.group(2), where)
@@ -60,7 +60,7 @@ def _item(item: str, where: str) -> List[int]:
     found = _RANGE.fullmatch(item)
     if not found:
         msg = (
-            f'{where}: "{_shown(item)}" is not a device id or range '
+            f'{where}: "{shortened(item)}" is not a device id or range '
             "(expected e.g. 0-7, 0,1,2,3 or [0,8))"
         )
         raise UsageError(msg)
@@ -71,14 +71,9 @@ def _id(text: str, where: str) -> int:
     """One device id of a range: ASCII digits, at most 18 of them (the range is checked by
     :func:`_span`)."""
     if not is_plain_int(text):
-        msg = f'{where}: "{_shown(text)}" is not a device id (expected a number 0-{MAX_DEVICE})'
+        msg = f'{where}: "{shortened(text)}" is not a device id (expected a number 0-{MAX_DEVICE})'
         raise UsageError(msg)
     return int(text)
-
-
-def _shown(text: str) -> str:
-    """A value for a message: a 5,000-digit one must not make a 5,000-character line."""
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _span(low: int, high: int, where: str) -> List[int]:
@@ -139,7 +134,7 @@ def generate_file(target: Path, devices: str, server_id: str, hccn_conf: Path) -
     # dial, shorter than 64 characters): a table they refuse is never written.
     if not is_host(server_id) or len(server_id) > MAX_SERVER_ID:
         msg = (
-            f'--server-id "{_shown(server_id)}": expected a host name or address of at most '
+            f'--server-id "{shortened(server_id)}": expected a host name or address of at most '
             f"{MAX_SERVER_ID} characters"
         )
         raise UsageError(msg)

@@ -14,6 +14,7 @@ from typing import Dict
 from malaunch.errors import MissingInputError, TopologyError
 from malaunch.files import read_regular
 from malaunch.numbers import is_plain_int
+from malaunch.wording import shortened
 
 DEFAULT_PATH = Path("/etc/hccn.conf")
 ADDRESS_PREFIX = "address_"
@@ -35,7 +36,7 @@ def parse_hccn_conf(text: str, source: str) -> Dict[int, str]:
         where = f"{source} line {number}"
         key, sep, value = line.partition("=")
         if not sep:
-            raise TopologyError(f'{where}: "{_shown(line)}": expected KEY=VALUE')
+            raise TopologyError(f'{where}: "{shortened(line)}": expected KEY=VALUE')
         key, value = key.strip(), value.strip()
         if not key.startswith(ADDRESS_PREFIX):
             continue
@@ -55,21 +56,16 @@ def _device_number(key: str, where: str) -> int:
     # ASCII digits, at most 18: isdigit() alone accepts "²" and other Unicode digits that int()
     # refuses, and int() of 5,000 digits fails past Python's conversion limit.
     if not is_plain_int(suffix):
-        msg = f'{where}: "{_shown(key)}": expected address_<N> with N a device number'
+        msg = f'{where}: "{shortened(key)}": expected address_<N> with N a device number'
         raise TopologyError(msg)
     return int(suffix)
-
-
-def _shown(text: str) -> str:
-    """A value for a message: a 5,000-character one must not make a 5,000-character line."""
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _check_ip(key: str, value: str, where: str) -> None:
     try:
         ipaddress.ip_address(value)
     except ValueError:
-        raise TopologyError(f'{where}: {key}: "{_shown(value)}" is not an IP address') from None
+        raise TopologyError(f'{where}: {key}: "{shortened(value)}" is not an IP address') from None
 
 
 def read_hccn_conf(path: Path) -> Dict[int, str]:

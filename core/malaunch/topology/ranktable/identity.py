@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from malaunch.errors import TopologyError
 from malaunch.topology.ranktable.schema import Server, Table
+from malaunch.wording import first_of
 
 NODE_ADDRESS_VARS = ("MA_CURRENT_HOST_IP", "XDL_IP")
 LISTED = 6  # how many candidates an error message names before "... (N more)"
@@ -110,8 +111,7 @@ def _matches(
 
 
 def _listing(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:LISTED])
-    return f"{shown}, ... ({len(items) - LISTED} more)" if len(items) > LISTED else shown
+    return first_of(items, LISTED)
 
 
 def _label(server: Server) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, NoReturn, Opt
 from malaunch.errors import TopologyError
 from malaunch.numbers import MAX_DIGITS, MAX_LOCAL_PROCESSES, is_plain_int
 from malaunch.topology.envparse import is_host, is_ip
+from malaunch.wording import shortened
 
 # Marks a key that is absent, as opposed to present with JSON null.
 MISSING: Any = object()
@@ -96,8 +97,7 @@ def number(value: Any, where: str, path: str) -> int:
 
 def _short(value: Any) -> str:
     """A value for a message: a 5,000-digit id must not make a 5,000-character line."""
-    text = shown(value)
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+    return shortened(shown(value))
 
 
 def text(value: Any, where: str, path: str) -> str:
