@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import List, Tuple
-
-# How many ports free_port() draws before it settles for one that is held somewhere.
-DRAWS = 50
 
 
 def family_of(host: str) -> socket.AddressFamily:
@@ -17,58 +13,28 @@ def family_of(host: str) -> socket.AddressFamily:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on at ``host`` right now, and that a server could bind
-    on every address of this host (what the pre-flight check asks of a master port).
+    """A TCP port that nothing uses on any address of this host right now.
 
-    The kernel picks a port free at ``host``; on a busy host that port may still be held on
-    another address, say by a connection in TIME_WAIT from 127.1.0.5 that was bound without
-    ``SO_REUSEADDR``, which makes the wildcard bind of a rendezvous server fail: such a port is
-    drawn again. Another process may still take the port before the caller binds it, which is
-    the usual, accepted race of this technique (torchrun does the same).
+    The kernel picks it for the wildcard address of ``host``'s family, not for ``host``
+    itself: a port free on 127.0.0.1 may still be bound on 127.0.0.2 or by a connection's
+    source address, and a rendezvous server on the wildcard (and the pre-flight check, which
+    binds the wildcard: :func:`port_taken`) would then find it taken. Another process may
+    still take it before the caller binds, the usual, accepted race of this technique
+    (torchrun does the same).
     """
-    port = 0
-    for _ in range(DRAWS):
-        with socket.socket(family_of(host), socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
-        if not port_held(port):
-            break
-    return port
-
-
-def wildcards() -> List[Tuple[socket.AddressFamily, str]]:
-    """The addresses a rendezvous server binds: the wildcard of each address family.
-
-    torch's TCPStore, TF and MindSpore's scheduler listen on all interfaces, so a listener on
-    any address of this host (also 127.0.0.1 only) would make their bind fail; binding the
-    wildcard sees every such conflict.
-    """
-    families = [(socket.AF_INET, "0.0.0.0")]
-    if socket.has_ipv6:
-        families.append((socket.AF_INET6, "::"))
-    return families
-
-
-def port_held(port: int) -> bool:
-    """Whether a rendezvous server binding ``port`` on the wildcard of some address family
-    here would fail now (:func:`port_taken`); a family this host lacks holds nothing."""
-    for family, address in wildcards():
-        try:
-            if port_taken(port, family, address):
-                return True
-        except OSError:  # this address family is not available here
-            continue
-    return False
+    family = family_of(host)
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", 0))
+        return int(sock.getsockname()[1])
 
 
 def port_taken(port: int, family: socket.AddressFamily, address: str) -> bool:
     """Whether a server binding ``address:port`` now would get EADDRINUSE.
 
     SO_REUSEADDR is on, as in every rendezvous server: then Linux refuses the bind only when
-    a socket *listens* on the port (or is bound to it without the option, also a client's
-    connection bound to a source address, until its TIME_WAIT ends), while the connections a
-    server of a previous run accepted, lingering in TIME_WAIT, do not count; without it the
-    check would refuse a port for a minute after every run.
+    a socket *listens* on the port (or is bound to it without the option), while connections
+    of a previous run lingering in TIME_WAIT do not count; without it the check would refuse
+    a port for a minute after every run.
 
     :raises OSError: the address family or address is not available here.
     """

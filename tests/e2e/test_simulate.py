@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -73,7 +74,7 @@ def parse_print_env(text: str) -> List[Dict[str, str]]:
         elif line.startswith("# launcher: "):
             nodes[-1]["#launcher"] = line[len("# launcher: ") :]
         elif line and not line.startswith("#"):
-            key, _, value = line.partition("=")
+            key, _, value = shlex.split(line)[0].partition("=")  # quoted for a shell
             nodes[-1][key] = value
     return nodes
 

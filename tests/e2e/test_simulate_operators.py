@@ -5,6 +5,7 @@ multi-node job of plain-Python workers gets every rank once."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Dict, List
@@ -35,7 +36,7 @@ def print_env(tmp_path: Path, platform: str, nodes: int) -> List[Dict[str, str]]
         elif line.startswith("# launcher: "):
             found[-1]["#launcher"] = line
         elif line and not line.startswith("#"):
-            key, _, value = line.partition("=")
+            key, _, value = shlex.split(line)[0].partition("=")  # quoted for a shell
             found[-1][key] = value
     return found
 

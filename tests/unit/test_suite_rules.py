@@ -8,9 +8,14 @@ from pathlib import Path
 from typing import List
 
 TESTS = Path(__file__).resolve().parents[1]
-# test_local.py tests malaunch.net.free_port itself; conftest.py holds the fixture, ports.py
-# the reservations it hands out.
-ALLOWED = {TESTS / "unit" / "topology" / "test_local.py", TESTS / "conftest.py", TESTS / "ports.py"}
+# test_net.py and test_local.py test malaunch.net.free_port itself; conftest.py holds the
+# fixture, ports.py the reservations it hands out.
+ALLOWED = {
+    TESTS / "unit" / "test_net.py",
+    TESTS / "unit" / "topology" / "test_local.py",
+    TESTS / "conftest.py",
+    TESTS / "ports.py",
+}
 OWN_HELPER = re.compile(r"^\s*def free_port\(", re.MULTILINE)
 LAUNCHERS_HELPER = re.compile(r"^from malaunch\.net import .*\bfree_port\b", re.MULTILINE)
 

@@ -1,8 +1,9 @@
 """``malaunch logs [DIR]...``: the rank logs of a run, merged in arrival order (docs/logs.md).
 
 The command parses, calls :mod:`malaunch.logs` and writes to stdout. It owns what the core
-must not: the default directory (from the environment), the signal handlers that end
-``--follow`` (exit 0) and a reader of stdout that went away (``| head``: exit 0, quietly).
+must not: the default directory (from the environment), the signal handlers that end the
+command whatever it is doing (``--follow``: exit 0; a read: 128 + N) and a reader of stdout
+that went away (``| head``: exit 0, quietly).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import click
 
 from malaunch import console
 from malaunch.cli.command import Command
+from malaunch.cli.options import Checked
 from malaunch.errors import ExitCode
 from malaunch.log import logger
 from malaunch.logs.discover import missing_run, require_runs
@@ -38,15 +40,33 @@ def default_log_dir(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("MALAUNCH_LOG_DIR") or environ.get("MA_LOG_DIR") or "malaunch-logs")
 
 
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived: raised from the handler, so that it ends whatever the command
+    is doing (a read, a search, a wait for a reader that stalled). A BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` on the way holds it up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[Callable[[], bool]]:
-    """``should_stop()`` for following: true once SIGINT (Ctrl-C) or SIGTERM has arrived."""
+    """SIGINT (Ctrl-C) and SIGTERM raise :class:`Stopped`, once; ``should_stop()`` is then true.
+
+    The handler raises rather than only noting the signal: a note is read only where the code
+    looks for it (between two blocks, in a wait for the reader), and reading once looks
+    nowhere.
+    """
     arrived: List[int] = []
 
-    def note(signum: int, _frame: Any) -> None:
+    def stop(signum: int, _frame: Any) -> None:
+        first = not arrived
         arrived.append(signum)
+        if first:
+            raise Stopped(signum)
 
-    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield lambda: bool(arrived)
     finally:
@@ -61,6 +81,19 @@ def silence_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+class Pattern(Text):
+    """``--grep``'s value: not empty, and a pattern RE2 runs. Checked while click parses, so
+    that an error names ``MALAUNCH_LOGS_GREP`` when the value came from there."""
+
+    name = "regex"
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> str:
+        text = super().convert(value, param, ctx)
+        return Checked(self.name, compile_grep).convert(text, param, ctx)
 
 
 def parse_filters(
@@ -94,7 +127,11 @@ def parse_filters(
     help="Nodes to show: all, or node ranks like 0,2-3.",
 )
 @click.option(
-    "--grep", type=Text(), metavar="REGEX", help="Only lines this Python regular expression finds."
+    "--grep",
+    type=Pattern(),
+    metavar="REGEX",
+    help="Only lines this regular expression finds (RE2 syntax, linear time: Python's, without "
+    "backreferences or lookaround).",
 )
 @click.option(
     "--since", type=Text(), metavar="WHEN", help=f"Only lines that arrived since: {SINCE_HELP}."
@@ -138,18 +175,26 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     else:
         require_runs(roots)
     logs = LogSet(roots, selection)
+    code = int(ExitCode.OK)
+    try:
+        with stop_on_signals() as should_stop:
+            print_logs(logs, following, should_stop)
+    except Stopped as stop:  # following ends so (exit 0); a read is cut short (128 + N)
+        console.finish(0)  # what a stalled reader has not taken is given up
+        code = int(ExitCode.OK) if following else ExitCode.for_signal(stop.signum)
+    finally:
+        logs.close()  # the default handlers again: a signal here ends the command as usual
+    return code
+
+
+def print_logs(logs: LogSet, following: bool, should_stop: Callable[[], bool]) -> None:
+    """Every line there is (and, following, each new one) to stdout."""
+    out = Output(console.stdout(), should_stop)
     try:
         if following:
-            with stop_on_signals() as should_stop:
-                out = Output(console.stdout(), should_stop)
-                follow(logs, out.write, out.flush, should_stop)
-            console.finish(0)  # stopped: what a stalled reader has not taken is given up
+            follow(logs, out.write, out.flush, should_stop)
         else:
-            out = Output(console.stdout())
             read_once(logs, out.write)
             out.flush()
     except BrokenPipeError:  # `malaunch logs | head`: the reader has all it wanted
         silence_stdout()
-    finally:
-        logs.close()
-    return int(ExitCode.OK)

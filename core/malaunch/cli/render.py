@@ -161,7 +161,8 @@ def build_command(environ: Mapping[str, str]) -> click.Command:
                 plugins.framework(values["framework"])
         refuse_pod_options(ctx)
         request = make_request(values, _written(ctx, forwarded, values))
-        click.echo(to_yaml(render(request)), nl=False)
+        # YAML is UTF-8 (kubectl reads nothing else), whatever this shell's locale.
+        click.echo(to_yaml(render(request)).encode("utf-8"), nl=False)
         return 0
 
     return Command(

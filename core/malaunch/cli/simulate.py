@@ -79,8 +79,10 @@ def simulate_options() -> List[click.Parameter]:
         ),
         click.Option(
             ["--print-env"], is_flag=True,
-            help="Print each node's platform environment and launcher command; start nothing "
-            "(with --platform-dir, also write the platform's files there, rank table completed).",
+            help="Print each node's platform environment and launcher command, every value "
+            "quoted for a shell (`set -a; . FILE` exports them, running nothing in them); start "
+            "nothing (with --platform-dir, also write the platform's files there, rank table "
+            "completed).",
         ),
         click.Option(
             ["--ranktable-delay"], type=Seconds(), default=2.0, show_default=True,

@@ -143,12 +143,18 @@ class ChannelClient:
         self.job_over = False  # node 0 said finish or a final stop: its leaving is no loss
         self._beat: Optional[Timer] = None
 
-    def join(self, interrupted: Callable[[], bool], what: Optional[str] = None) -> None:
+    def join(
+        self,
+        interrupted: Callable[[], bool],
+        what: Optional[str] = None,
+        failure: Optional[Message] = None,
+    ) -> None:
         """Connect and authenticate, retrying until ``wait_timeout``; each try resolves node
         0's name anew (a Service or headless DNS name follows a replaced pod).
 
         ``interrupted`` is asked between attempts (a signal to the launcher ends the wait);
-        ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT).
+        ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT);
+        ``failure``: why this node cannot start, told in its hello (node 0 then ends the job).
         :raises PeerError: (exit 69) node 0's launcher did not accept us in time.
         """
         settings = self.settings
@@ -159,7 +165,7 @@ class ChannelClient:
         try:
             while not interrupted():
                 try:
-                    self.sock = self._handshake(deadline)
+                    self.sock = self._handshake(deadline, failure)
                     break
                 except (OSError, ProtocolError, ValueError) as exc:
                     causes.add(exc)
@@ -179,7 +185,7 @@ class ChannelClient:
         logger.debug(f"job channel: node {settings.node_rank} joined node 0 at {where}")
         self._dispatch(b"")  # commands that came in the same packet as the welcome
 
-    def _handshake(self, deadline: float) -> socket.socket:
+    def _handshake(self, deadline: float, failure: Optional[Message] = None) -> socket.socket:
         """One connection and authentication, given up at ``deadline`` (``time.monotonic``):
         a node 0 that does not answer, or answers slowly, must not stretch --wait-timeout."""
         settings = self.settings
@@ -202,6 +208,8 @@ class ChannelClient:
             hello = {"t": "hello", "node": node, "proof": answer, "nonce": ours}
             if settings.own_host:
                 hello["host"] = settings.own_host  # where a replacement came from
+            if failure is not None:
+                hello["failure"] = failure
             send(sock, hello)
             try:
                 welcome = _next_message(sock, reader, deadline)

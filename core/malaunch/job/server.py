@@ -79,13 +79,17 @@ class ChannelServer:
         on_join: Callable[[int, Optional[str]], None],
         on_report: Callable[[int, Message], None],
         on_lost: Callable[[int], None],
+        *,
+        listener: Optional[socket.socket] = None,
     ) -> None:
         self.loop = loop
         self.settings = settings
         self.on_join = on_join
         self.on_report = on_report
         self.on_lost = on_lost
-        self.listener = _listen(settings.port)
+        # Bound before anything that can fail on node 0 (listen()): the nodes that came
+        # meanwhile wait in the backlog, and hear why if the job ends before its start.
+        self.listener = listener if listener is not None else listen(settings.port)
         self.strangers: Dict[int, _Connection] = {}
         self.room: WaitingRoom[int] = WaitingRoom(MAX_STRANGERS, MIN_CHANCE)
         self.peers: Dict[int, _Connection] = {}
@@ -232,6 +236,11 @@ class ChannelServer:
                 self._drop(conn, f"cannot welcome node {node}: {exc}")
                 return
             logger.debug(f"job channel: node {node} joined from {conn.address}")
+            failure = message.get("failure")
+            if isinstance(failure, dict):
+                # A node that could not start says why in its hello: the job ends before the
+                # "prepare" its join would bring (and a stage-in it would begin elsewhere).
+                self.on_report(node, {"t": "failed", "attempt": -1, "failure": failure})
             self.on_join(node, host_of(message))
 
     def _reject(self, conn: _Connection, why: str) -> None:
@@ -343,7 +352,7 @@ class ChannelServer:
         self.listener.close()
 
 
-def _listen(port: int) -> socket.socket:
+def listen(port: int) -> socket.socket:
     """A listening socket on every interface, IPv6 and IPv4 where the host has both, with a
     backlog deep enough to queue a flood in front of a node (the kernel caps it at somaxconn)."""
     if socket.has_dualstack_ipv6():

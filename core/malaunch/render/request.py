@@ -49,6 +49,8 @@ _NAMESPACE = re.compile(_LABEL, re.ASCII)
 _QUALIFIED = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 MAX_LABEL = 63
 MAX_SUBDOMAIN = 253
+# How Python holds an argument's bytes that are not UTF-8 (surrogateescape).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +120,7 @@ def check(request: RenderRequest) -> RenderRequest:
         msg = "render: no command given: malaunch render TARGET ... --framework NAME -- COMMAND"
         raise UsageError(msg)
     _check_chief(request)
+    _check_text(request)
     return request
 
 
@@ -144,6 +147,29 @@ def _check_chief(request: RenderRequest) -> None:
         raise UsageError(msg)
     if request.success_policy == "chief" and not request.chief:
         msg = "--success-policy chief: the rendered job has no chief task; add --chief"
+        raise UsageError(msg)
+
+
+def _check_text(request: RenderRequest) -> None:
+    """Manifests are UTF-8: an argument holding bytes that are not (Python keeps them as lone
+    surrogates) has no YAML, JSON or Kubernetes form, so it is refused naming the option.
+    Every other character is written, control characters as YAML escapes."""
+    option = "a launcher option"
+    for token in request.launcher_args:
+        if token.startswith("--"):
+            option = token.partition("=")[0]
+        _check_unicode(option, token)
+    _check_unicode("--image", request.image)
+    for number, argument in enumerate(request.command, start=1):
+        _check_unicode(f"COMMAND (argument {number})", argument)
+
+
+def _check_unicode(where: str, text: str) -> None:
+    if _SURROGATE.search(text):
+        msg = (
+            f"{where} {text!r}: not UTF-8 text (bytes that decode to no character), which a "
+            "Kubernetes manifest cannot hold"
+        )
         raise UsageError(msg)
 
 

@@ -12,7 +12,7 @@ has one row per node. The ModelArts rank-table writer (the platform side) is a s
 from __future__ import annotations
 
 import json
-import shlex
+import os
 import shutil
 import sys
 import tempfile
@@ -32,6 +32,7 @@ from malaunch.simulate.platforms import (
     SimNode,
     fabricate,
 )
+from malaunch.simulate.printenv import LAUNCHER_SET, render_env
 from malaunch.simulate.ranktable_writer import write_json
 from malaunch.supervisor.runlog import load_json_object
 from malaunch.supervisor.runs import RunFolder
@@ -43,9 +44,6 @@ from malaunch.topology.platform_env import without_platform_vars
 # Node launchers need their own grace period to stop their workers before we SIGKILL them.
 NODE_GRACE_MARGIN = 5.0
 PREFIX = "malaunch-simulate-"  # of the platform's temporary directory
-# Variables the launcher sets for each process it starts: a node launcher must not inherit
-# those of a launcher it runs under.
-LAUNCHER_SET = ("MALAUNCH_VOLCANO_DIR", "MALAUNCH_CONTEXT", "MALAUNCH_RESTART_COUNT")
 
 
 def default_log_dir(value: Optional[str]) -> Path:
@@ -149,41 +147,6 @@ def simulation_topology(shape: JobShape, cluster: SimCluster) -> Topology:
     )
 
 
-def render_env(
-    shape: JobShape,
-    cluster: SimCluster,
-    specs: List[ProcessSpec],
-    environ: Mapping[str, str],
-    written: bool = False,
-) -> str:
-    """``--print-env``: each node's environment (env-file form) and complete start command.
-
-    The environment is the platform's variables plus the launcher options the user set as
-    ``MALAUNCH_*`` variables (node launchers inherit those): with both, each command runs as
-    that node in a shell of its own, or on a machine of its own. ``written``: the platform's
-    files (directories, the completed rank table) are in place under ``--platform-dir``.
-    """
-    inherited = {key: value for key, value in environ.items() if key.startswith("MALAUNCH_")}
-    inherited = {k: v for k, v in inherited.items() if k not in LAUNCHER_SET}
-    lines: List[str] = []
-    for node, spec in zip(cluster.nodes, specs):
-        lines.append(f"# node {node.index}: {node.label} at {node.host} ({shape.platform})")
-        env = {**inherited, **node.env}
-        lines += [f"{key}={value}" for key, value in sorted(env.items())]
-        lines.append(f"# launcher: {shlex.join(spec.argv)}")
-        lines.append("")
-    if written:
-        what = "the completed rank table and " if cluster.rank_table is not None else ""
-        lines.append(f"# platform files: {what}the nodes' directories, written under {shape.root}")
-    elif cluster.directories:
-        lines.append(
-            "# platform files: not written; add --platform-dir DIR to create them (directories"
-            + (", the rank table" if cluster.rank_table is not None else "")
-            + ") so that these commands run as printed"
-        )
-    return "\n".join(lines).rstrip("\n")
-
-
 def write_platform_files(cluster: SimCluster) -> None:
     """What the platform would have in place when the printed commands start: the nodes'
     directories and the rank table already completed (no writer runs beside them)."""
@@ -246,7 +209,8 @@ def print_env(values: Dict[str, Any], environ: Mapping[str, str], log_dir: Path)
     specs = node_specs(cluster, values, log_dir, nested=False)
     if given:
         write_platform_files(cluster)
-    click.echo(render_env(shape, cluster, specs, environ, written=bool(given)))
+    # The bytes the values came as (environment, arguments), whatever the locale encodes.
+    click.echo(os.fsencode(render_env(shape, cluster, specs, environ, written=bool(given))))
     return 0
 
 

@@ -359,5 +359,8 @@ def describe_failure(failure: Dict[str, Any]) -> str:
         "signal": f"{where}'s launcher received {failure.get('signal')}",
         "launch": f"{where} could not start a process",
         "stage-in": f"{where}'s stage-in failed with exit code {failure.get('code')}",
+        # malaunch.supervisor.prestart: it could not plan, or set up what the start needs
+        "prestart": f"{where}'s launcher failed before the start with exit code "
+        f"{failure.get('code')}: {failure.get('reason')}",
     }
     return phrases.get(str(kind), f"{where} {ending}")

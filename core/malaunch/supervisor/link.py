@@ -66,6 +66,8 @@ class JobLink:
         """Join node 0 (other nodes), or set up the coordinator (node 0, one-node jobs)."""
         settings = self.options.job
         self.on_lost = on_lost
+        # From now on this node tells the job itself (before, malaunch.supervisor.prestart did).
+        listener = self.options.channel.adopt() if self.options.channel is not None else None
         if settings is not None and not settings.serves:
             self.client = ChannelClient(self.loop, settings, self._heard, on_lost)
             self.client.join(interrupted)
@@ -87,6 +89,7 @@ class JobLink:
                 on_join=self.coordinator.join,
                 on_report=self.coordinator.report,
                 on_lost=self.coordinator.lost,
+                listener=listener,
             )
             self.loop.call_later(settings.wait_timeout, self.coordinator.join_timed_out)
             self.waiting = Waiting(
@@ -101,6 +104,11 @@ class JobLink:
         if self.server is not None:
             self.server.broadcast(message)
         self.loop.call_later(0, lambda: self.on_command(message))
+
+    def tell(self, node: int, message: Message) -> None:
+        """A command for one other node (a node that joins after the job ended)."""
+        if self.server is not None:
+            self.server.send(node, message)
 
     def _heard(self, message: Message) -> None:
         """A command from node 0 (other nodes): note the attempt it starts, pass it on."""
@@ -191,16 +199,25 @@ class JobLink:
             waiting.done()
             waiting = self.waiting = Waiting("the other nodes to stage in", clock=self.loop.now)
             self.waiting_for_ready = True
-        if coordinator.phase not in ("joining", "preparing"):
+        if coordinator.phase not in ("joining", "preparing", "telling"):
             waiting.done()
             return
-        if coordinator.phase == "joining":
+        if coordinator.phase in ("joining", "telling"):  # telling: why the job ends
             missing = ", ".join(str(node) for node in coordinator.missing())
             waiting.update(f"not yet: node {missing}", settings.wait_timeout)
         elif 0 in coordinator.ready:  # while node 0 stages in, its own line says so
             unready = sorted(set(range(coordinator.nnodes)) - coordinator.ready)
             waiting.update(f"not ready yet: node {', '.join(map(str, unready))}")
         self.loop.call_later(LIVE_EVERY, self._join_progress)
+
+    def may_leave(self) -> bool:
+        """Node 0 stays while the job, ended before its start, tells the nodes that join."""
+        return self.coordinator is None or self.coordinator.phase != "telling"
+
+    def leave(self) -> None:
+        """Node 0 was signalled: it tells no more nodes, it leaves."""
+        if self.coordinator is not None:
+            self.coordinator.stop_telling()
 
     def close(self) -> None:
         if self.waiting is not None:

@@ -122,7 +122,8 @@ class NodeRun:
                     self.finished = True  # it leaves; the others wait for its replacement
         if self.attempt is None and not self.finished and self.link.rejoin_since is not None:
             self._rejoin()
-        return self.finished and self.preparing is None  # a cancelled stage-in ends first
+        # a cancelled stage-in ends first; node 0 tells later nodes why a job ended unstarted
+        return self.finished and self.preparing is None and self.link.may_leave()
 
     # -- preparing ------------------------------------------------------------------------
 
@@ -332,9 +333,10 @@ class NodeRun:
 
     def _signalled_between_attempts(self, signum: int) -> None:
         if self.finished:
-            # A second signal while a cancelled stage-in ends: stop waiting for it (SPEC §6,
-            # a second signal escalates).
+            # A second signal while a cancelled stage-in ends, or node 0 tells nodes that join
+            # why the job ended: stop waiting for either (SPEC §6, a second signal escalates).
             self._abandon_preparation("a second signal")
+            self.link.leave()
             return
         logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
         code = ExitCode.for_signal(signum)

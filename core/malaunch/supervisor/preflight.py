@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-from typing import Optional, Tuple
+import socket
+from typing import List, Optional, Tuple
 
 from malaunch.errors import LaunchError
-from malaunch.models import LaunchPlan
-from malaunch.net import port_held
+from malaunch.models import LaunchPlan, Topology
+from malaunch.net import port_taken
 
 # Descriptors of the launcher besides those of its processes: the event loop, the signal and
 # reaper pipes, the heartbeat and job channel sockets, the run manifest, a stage-in's
@@ -37,16 +38,41 @@ NR_OPEN = "/proc/sys/fs/nr_open"
 _found: Optional[Tuple[int, int]] = None
 
 
+def _wildcards() -> List[Tuple[socket.AddressFamily, str]]:
+    """The addresses the rendezvous server will bind: the wildcard of each address family.
+
+    torch's TCPStore, TF and MindSpore's scheduler listen on all interfaces, so a listener on
+    any address of this host (also 127.0.0.1 only) would make their bind fail; binding the
+    wildcard sees every such conflict. The master address itself may be a name of a load
+    balancer or another interface, so it is not bound directly.
+    """
+    families = [(socket.AF_INET, "0.0.0.0")]
+    if socket.has_ipv6:
+        families.append((socket.AF_INET6, "::"))
+    return families
+
+
+def check_job_port(topology: Topology, job_port: Optional[int]) -> None:
+    """On node 0, before it listens on the job port: LaunchError (71) if that port is the
+    master port too, or already taken. Other nodes have nothing to check."""
+    if topology.node_rank != 0 or job_port is None:
+        return
+    if job_port == topology.master_port:
+        msg = f"the job port and the master port are both {job_port}: give --job-port another one"
+        raise LaunchError(msg)
+    what, option = f"job port {job_port}", "--job-port or MALAUNCH_JOB_PORT"
+    _check(job_port, what, option, topology.master_addr)
+
+
 def check_ports(plan: LaunchPlan, job_port: Optional[int] = None) -> None:
     """On node 0, fail with LaunchError (71) if the master port or the job channel's port is
-    already taken (or both are the same port). Other nodes have nothing to check."""
+    already taken (or both are the same port). Other nodes have nothing to check. A launch
+    checks the job port before it listens there (:func:`check_job_port`), this one after."""
     topology = plan.topology
     if topology.node_rank != 0:
         return
+    check_job_port(topology, job_port)
     port = topology.master_port
-    if job_port is not None and job_port == port:
-        msg = f"the job port and the master port are both {port}: give --job-port another one"
-        raise LaunchError(msg)
     if port is not None:
         _check(
             port,
@@ -54,24 +80,20 @@ def check_ports(plan: LaunchPlan, job_port: Optional[int] = None) -> None:
             "--master-port or MALAUNCH_MASTER_PORT",
             topology.master_addr,
         )
-    if job_port is not None:
-        _check(
-            job_port,
-            f"job port {job_port}",
-            "--job-port or MALAUNCH_JOB_PORT",
-            topology.master_addr,
-        )
 
 
 def _check(port: int, what: str, option: str, master: str) -> None:
-    """The wildcard of each family is bound, not the master address: that may be the name of
-    a load balancer or of another interface (see :func:`malaunch.net.wildcards`)."""
-    if port_held(port):
-        msg = (
-            f"{what} is already in use on this host (the master node, {master}); "
-            f"pick another with {option}, or stop the process listening on it"
-        )
-        raise LaunchError(msg)
+    for family, address in _wildcards():
+        try:
+            taken = port_taken(port, family, address)
+        except OSError:  # this address family is not available here
+            continue
+        if taken:
+            msg = (
+                f"{what} is already in use on this host (the master node, {master}); "
+                f"pick another with {option}, or stop the process listening on it"
+            )
+            raise LaunchError(msg)
 
 
 def raise_open_files_limit() -> Tuple[int, int]:

@@ -21,6 +21,9 @@ class FakeTransport:
     def broadcast(self, message: Message) -> None:
         self.sent.append(message)
 
+    def tell(self, node: int, message: Message) -> None:
+        self.sent.append({**message, "to": node})
+
     def take(self) -> List[Message]:
         """What was broadcast since the last take."""
         sent, self.sent = self.sent, []
@@ -167,21 +170,64 @@ def test_a_failure_before_the_start_stops_every_node_for_good(joined: Tuple[int,
     job.report(0, "ready")
     job.report(1, "failed", failure=STAGE_IN_FAILED)  # (a signalled node, while joining)
     failure = {**STAGE_IN_FAILED, "node": 1}
-    assert job.transport.take() == [PREPARE] * (len(joined) == 3) + [
-        {
-            "t": "stop",
-            "attempt": -1,
-            "final": True,
-            "failure": failure,
-            "decision": "a node failed before the job started",
-        }
-    ]
-    assert job.coordinator.phase == "over"
+    stop = {
+        "t": "stop",
+        "attempt": -1,
+        "final": True,
+        "failure": failure,
+        "decision": "a node failed before the job started",
+    }
+    assert job.transport.take() == [PREPARE] * (len(joined) == 3) + [stop]
+    # Node 2, still to join, hears it as it joins.
+    assert job.coordinator.phase == ("telling" if len(joined) == 2 else "over")
+    if len(joined) == 2:
+        job.coordinator.join(2)
+        assert job.transport.take() == [{**stop, "to": 2}]
     for node in range(3):
-        job.coordinator.join(node)
         job.report(node, "ready")
+    assert job.coordinator.phase == "over"
     job.report(2, "failed", failure=STAGE_IN_FAILED)  # a second failure: no second stop
     job.coordinator.join_timed_out()
+    assert job.transport.sent == []
+
+
+PLAN_REFUSED: Dict[str, Any] = {"kind": "prestart", "rank": None, "code": 64, "reason": "no"}
+
+
+def test_nodes_that_join_after_a_failure_before_the_start_hear_why() -> None:
+    job = Job(nnodes=4)
+    job.coordinator.join(0)
+    job.report(0, "failed", failure=PLAN_REFUSED)  # node 0 could not plan
+    stop = {
+        "t": "stop",
+        "attempt": -1,
+        "final": True,
+        "failure": {**PLAN_REFUSED, "node": 0},
+        "decision": "a node failed before the job started",
+    }
+    assert job.transport.take() == [stop]
+    for node in (2, 1):
+        assert job.coordinator.phase == "telling"  # node 0's launcher stays to tell them
+        job.coordinator.join(node)
+        assert job.transport.take() == [{**stop, "to": node}]
+    job.coordinator.lost(1)  # told, gone: nothing to decide
+    job.report(2, "ready")
+    assert job.transport.sent == []
+    job.coordinator.join_timed_out()  # node 3 never came: node 0 leaves untold
+    assert job.coordinator.phase == "over"
+    job.coordinator.join(3)
+    assert job.transport.sent == []
+    assert job.coordinator.records == []
+
+
+def test_a_signal_ends_the_telling() -> None:
+    job = Job(nnodes=2)
+    job.coordinator.join(0)
+    job.report(0, "failed", failure=PLAN_REFUSED)
+    job.coordinator.stop_telling()
+    assert job.coordinator.phase == "over"
+    job.transport.take()
+    job.coordinator.join(1)
     assert job.transport.sent == []
 
 

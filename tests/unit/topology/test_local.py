@@ -9,11 +9,10 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from malaunch import net
 from malaunch.errors import TopologyError
 from malaunch.models import ResolveOptions
 from malaunch.net import free_port as malaunch_free_port
-from malaunch.net import port_held, port_in_use
+from malaunch.net import port_in_use
 from malaunch.testing import read_env_file
 from malaunch.topology import local
 from ports import Reservations
@@ -103,33 +102,3 @@ def test_free_port_and_port_in_use(free_port: Reservations) -> None:
         server.listen()
         assert port_in_use("127.0.0.1", port)
     assert not port_in_use("127.0.0.1", port)
-
-
-def test_a_port_bound_on_another_loopback_address_is_held() -> None:
-    """A client's connection bound to a source address (here 127.0.0.2, without
-    SO_REUSEADDR) keeps a rendezvous server from binding the wildcard on its port: the
-    pre-flight check calls it taken, so free_port must not hand it out."""
-    with socket.socket() as client:
-        client.bind(("127.0.0.2", 0))
-        port = int(client.getsockname()[1])
-        assert port_held(port)
-        # A server on the wildcard, as torch's TCPStore binds, fails there indeed.
-        with socket.socket() as server, pytest.raises(OSError, match="in use"):
-            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            server.bind(("0.0.0.0", port))
-
-
-def test_free_port_draws_again_past_a_held_port(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel's pick is free on 127.0.0.1 only; one held elsewhere (as above, on a busy
-    host: 1 draw in about 400 here once) is drawn again."""
-    held: List[int] = []
-
-    def first_three_held(port: int) -> bool:
-        if len(held) < 3:
-            held.append(port)
-            return True
-        return False
-
-    monkeypatch.setattr(net, "port_held", first_three_held)
-    port = malaunch_free_port()
-    assert len(held) == 3 and port not in held
