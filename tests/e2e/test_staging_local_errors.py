@@ -318,7 +318,7 @@ def test_sigterm_ends_a_final_upload_stuck_in_a_request(
             wait_for(tmp_path / "started", proc)  # the output bucket was checked: the job runs
             proxy.hold()
             (tmp_path / "go").touch()  # the rank ends; the final upload begins, and waits
-            time.sleep(3)
+            assert proxy.stuck.wait(60), "the final upload never reached the proxy"
             assert proc.poll() is None  # stuck, as the test means it to be
             sent = time.monotonic()
             for _ in range(signals):
