@@ -18,6 +18,7 @@ from typing import Callable, Counter, Optional
 from malaunch.errors import PeerError
 from malaunch.events import EventLoop, Timer
 from malaunch.job.protocol import (
+    PING,
     SEND_TIMEOUT,
     LineReader,
     Message,
@@ -263,24 +264,35 @@ class ChannelClient:
         self._dispatch(data)
 
     def _dispatch(self, data: bytes) -> None:
+        pinged = False
         try:
             for message in self.reader.feed(data):
-                if message["t"] != "ping":
+                if message["t"] == "ping":
+                    pinged = True
+                else:
                     self.on_command(message)
         except ProtocolError as exc:
             self._lose(f"protocol violation: {exc}")
+        if pinged and self.sock is not None and not self.lost:
+            # The answer to node 0's beat is this node's: the answers of every node reach node 0
+            # together, read in a few wake-ups instead of one for each node at its own time.
+            try:
+                self.sock.sendall(PING)
+            except OSError as exc:
+                self._lose(f"cannot send to node 0: {exc}")
         while self.reader.dropped:
             why = self.reader.dropped.pop(0)
             logger.warning(f"job channel: dropped a malformed message from node 0: {why}")
 
     def _heartbeat(self) -> None:
+        """Node 0 beats, this node answers (:meth:`_dispatch`); here, only whether node 0 has
+        been silent for too long."""
         if self.lost or self.sock is None:
             return
         silent = self.loop.now() - self.last_seen
-        if silent > self.settings.heartbeat_timeout:
+        if silent > self.settings.silence_timeout:
             self._lose(f"no heartbeat from node 0 for {silent:.1f}s")
             return
-        self.send({"t": "ping"})
         self._beat = self.loop.call_later(self.settings.heartbeat_interval, self._heartbeat)
 
     def _lose(self, reason: str) -> None:

@@ -38,10 +38,17 @@ import random
 import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
-from malaunch.hang.blame import odd_ones
+from malaunch.hang.blame import hang_record
 from malaunch.job.protocol import Message
 from malaunch.job.records import AttemptRecord, Scheduler, Transport
-from malaunch.job.replacement import Loss, Replacements, lost_node, never_came_back, waiting_stop
+from malaunch.job.replacement import (
+    Loss,
+    Replacements,
+    absent,
+    lost_node,
+    never_came_back,
+    waiting_stop,
+)
 from malaunch.job.restart import REPLACEABLE, RestartPolicy, decide, replacement
 from malaunch.job.success import ALL_WORKERS, CHIEF
 from malaunch.log import logger
@@ -136,8 +143,7 @@ class Coordinator:
         """Not every node came before ``--wait-timeout``: the job cannot start (or, ended
         before its start, it has told every node that came)."""
         if self.phase == "joining":
-            failure = {"kind": "absent", "node": None, "nodes": self.missing(), "code": None}
-            self._over(failure, "nodes never joined")
+            self._over(absent(self.missing()), "nodes never joined")
         elif self.phase == "telling":
             self.phase = "over"
 
@@ -372,21 +378,7 @@ class Coordinator:
     def _captured(self, attempt: int) -> None:
         if self.phase != "capturing" or attempt != self.attempt or self.hang is None:
             return
-        entries = [entry for node_entries in self.stacks.values() for entry in node_entries]
-        verdict = odd_ones(entries)
-        hung = [
-            e
-            for e in entries
-            if (e.get("node"), e.get("rank")) == (self.hang.get("node"), self.hang.get("rank"))
-        ]
-        stack_file = hung[0].get("file") if hung else None
-        hang = {
-            **self.hang,
-            **verdict,
-            "stack_file": stack_file,
-            "nodes_reporting": sorted(self.stacks),
-            "nodes_silent": sorted(set(range(self.nnodes)) - set(self.stacks)),  # given up on
-        }
+        hang = hang_record(self.hang, self.stacks, self.nnodes)
         failure = {
             "kind": "hang",
             "node": hang.get("node"),

@@ -11,7 +11,7 @@ Whichever it is, the node sees two calls: :meth:`JobLink.report` to tell the job
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from malaunch.events import EventLoop
 from malaunch.job.client import ChannelClient
@@ -24,6 +24,10 @@ from malaunch.models import Topology
 from malaunch.net import free_port
 from malaunch.progress import LIVE_EVERY, Waiting
 from malaunch.supervisor.options import SuperviseOptions
+from malaunch.wording import spans
+
+SHOWN_NODES = 8  # nodes named one by one in the wait's line; past it, spans
+MAX_SPANS_TEXT = 200  # characters of spans in that line
 
 
 class JobLink:
@@ -203,11 +207,10 @@ class JobLink:
             waiting.done()
             return
         if coordinator.phase in ("joining", "telling"):  # telling: why the job ends
-            missing = ", ".join(str(node) for node in coordinator.missing())
-            waiting.update(f"not yet: node {missing}", settings.wait_timeout)
+            waiting.update(f"not yet: {_nodes(coordinator.missing())}", settings.wait_timeout)
         elif 0 in coordinator.ready:  # while node 0 stages in, its own line says so
             unready = sorted(set(range(coordinator.nnodes)) - coordinator.ready)
-            waiting.update(f"not ready yet: node {', '.join(map(str, unready))}")
+            waiting.update(f"not ready yet: {_nodes(unready)}")
         self.loop.call_later(LIVE_EVERY, self._join_progress)
 
     def may_leave(self) -> bool:
@@ -226,3 +229,15 @@ class JobLink:
             self.client.close()
         if self.server is not None:
             self.server.close()
+
+
+def _nodes(nodes: List[int]) -> str:
+    """``node 1, 2``; past a few, a count and the spans, cut short: a line every 10 s while
+    thousands of nodes join must stay a line (``9,998 nodes: 1-4211,4213-9999``)."""
+    if len(nodes) <= SHOWN_NODES:
+        return f"node {', '.join(map(str, nodes))}"
+    folded = spans(nodes)
+    if len(folded) > MAX_SPANS_TEXT:
+        cut = folded.rfind(",", 0, MAX_SPANS_TEXT)  # > 0: no span is 200 characters long
+        folded = folded[:cut] + ",..."
+    return f"{len(nodes):,} nodes: {folded}"

@@ -20,7 +20,7 @@ from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
 from malaunch.events import EventLoop
 from malaunch.hang.heartbeat import HeartbeatSocket
 from malaunch.job.protocol import Message
-from malaunch.job.replacement import hosts_of, losses_of
+from malaunch.job.replacement import absent_nodes, hosts_of, losses_of
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
 from malaunch.supervisor.attempt import Attempt, StartAgain, describe_failure, waiting_line
@@ -212,7 +212,7 @@ class NodeRun:
             return  # this node's own failed preparation: its error is the line to show
         if failure.get("kind") == "absent":
             self.error = PeerError(
-                f"node launchers {failure.get('nodes')} never joined the job channel within "
+                f"node launchers {absent_nodes(failure)} never joined the job channel within "
                 f"--wait-timeout (is malaunch started on every node, with the same --job-port?)"
             )
             return

@@ -152,8 +152,11 @@ def check_open_files(processes: int, peers: int = 0, hang: bool = False) -> None
     if soft == resource.RLIM_INFINITY or needed <= soft:
         return
     shown = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    what = f"{processes} processes"
+    if peers:  # node 0: the job channel holds a connection to every other node
+        what += f" and the job channel's {peers} connections (other nodes, strangers)"
     msg = (
-        f"{processes} processes need about {needed} open files in the launcher, but "
+        f"{what} need about {needed} open files in the launcher, but "
         f"RLIMIT_NOFILE allows {soft} (hard limit {shown}; `ulimit -n`, `ulimit -Hn`): raise "
         "the nofile limit of the container or host, or start fewer processes on this node"
     )

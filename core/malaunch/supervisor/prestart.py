@@ -30,8 +30,9 @@ from malaunch.job.client import ChannelClient
 from malaunch.job.coordinator import Coordinator
 from malaunch.job.protocol import Message
 from malaunch.job.restart import RestartPolicy
-from malaunch.job.server import ChannelServer, listen
+from malaunch.job.server import ChannelServer
 from malaunch.job.settings import JobSettings
+from malaunch.job.sockets import listen
 from malaunch.log import logger
 from malaunch.progress import LIVE_EVERY, Waiting
 

@@ -7,9 +7,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from malaunch.job.coordinator import CAPTURE_TIMEOUT, Coordinator
-from malaunch.job.protocol import Message
+from malaunch.job.protocol import Message, encode
 from malaunch.job.restart import RestartPolicy
 from malaunch.log import logger
+from malaunch.supervisor.attempt import describe_failure
 
 Callback = Callable[[], None]
 
@@ -129,7 +130,7 @@ def test_join_timed_out_stops_the_job_naming_the_missing_nodes() -> None:
     job.coordinator.join(0)
     job.coordinator.join(2)
     job.coordinator.join_timed_out()
-    failure = {"kind": "absent", "node": None, "nodes": [1, 3], "code": None}
+    failure = {"kind": "absent", "node": None, "nodes": [1, 3], "node_count": 2, "code": None}
     assert job.transport.take() == [
         {
             "t": "stop",
@@ -141,6 +142,20 @@ def test_join_timed_out_stops_the_job_naming_the_missing_nodes() -> None:
     ]
     assert job.coordinator.phase == "over"
     assert job.coordinator.records == []
+
+
+def test_thousands_of_absent_nodes_are_counted_in_a_stop_that_fits_one_message() -> None:
+    job = Job(nnodes=20_000)
+    for node in range(100):
+        job.coordinator.join(node)
+    job.coordinator.join_timed_out()
+    (stop,) = job.transport.take()
+    assert stop["failure"]["nodes"] == list(range(100, 164))
+    assert stop["failure"]["node_count"] == 19_900
+    assert len(encode(stop)) < 1000
+    assert describe_failure(stop["failure"]) == (
+        f"nodes {list(range(100, 164))} and 19,836 more never joined the job"
+    )
     job.coordinator.join(1)
     job.coordinator.join(3)  # too late: nothing starts
     assert job.transport.sent == []

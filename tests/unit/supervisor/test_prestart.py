@@ -12,8 +12,9 @@ import pytest
 
 from malaunch.errors import ExitCode, LaunchError, UsageError
 from malaunch.events import Clock, EventLoop
-from malaunch.job.server import ChannelServer, listen
+from malaunch.job.server import ChannelServer
 from malaunch.job.settings import JobSettings
+from malaunch.job.sockets import listen
 from malaunch.supervisor import prestart
 from ports import Reservations
 
