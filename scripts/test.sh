@@ -3,9 +3,12 @@
 # third-party plugins into a virtualenv, then runs the whole pytest suite (unit, CLI,
 # supervisor, and real PyTorch / TensorFlow / MindSpore jobs on CPU).
 #
-#   bash scripts/test.sh                 # everything
+#   bash scripts/test.sh                 # everything, in two processes (pytest-xdist -n 2)
 #   bash scripts/test.sh -m "not frameworks"   # skip the real framework jobs (fast)
+#   bash scripts/test.sh -n 0            # one process: the tests one after the other
+#   bash scripts/test.sh -n auto         # a process per core, on a bigger machine
 #
+# Arguments go to pytest after the default `-n 2`, so a `-n` of yours wins.
 # VENV (default .venv) picks the virtualenv; PYTHON (default: Python 3.11, found with pyenv or
 # on PATH) the interpreter that creates it. The frameworks need Python 3.11: the torch==2.13.0
 # CPU wheel is built for it, and any other Python is refused rather than fetching a CUDA build.
@@ -37,5 +40,5 @@ if [ ! -x /usr/bin/chromium ]; then
     say "no /usr/bin/chromium and no apt-get as root to install it: the report's browser test will skip"
   fi
 fi
-say "running the tests: pytest $*"
-exec "$VENV/bin/python" -m pytest "$@"
+say "running the tests: pytest -n 2 $*"
+exec "$VENV/bin/python" -m pytest -n 2 "$@"

@@ -1,4 +1,8 @@
-"""Project-wide test guards."""
+"""Project-wide test guards, and the ``free_port`` fixture.
+
+The suite runs in two processes at once (``pytest -n 2``, pytest-xdist; see tests/README.md):
+a test must not depend on a port, file or process that another test may hold at the same time.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import os
 from typing import Iterator
 
 import pytest
+
+from ports import Reservations
 
 
 @pytest.fixture(autouse=True)
@@ -23,3 +29,13 @@ def _no_environ_leak() -> Iterator[None]:
             else:
                 os.environ.pop(key, None)
         pytest.fail(f"test leaked changes to os.environ: {changed}")
+
+
+@pytest.fixture
+def free_port() -> Iterator[Reservations]:
+    """``free_port()`` -> a loopback port reserved for this test: no other test or process is
+    given it until the test ends, while a server of the test may still listen on it
+    (``tests/ports.py`` says how). Never bind port 0, close, and pass the number on."""
+    ports = Reservations()
+    yield ports
+    ports.close()

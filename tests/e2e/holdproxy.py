@@ -19,6 +19,8 @@ class HoldingProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self.holding = threading.Event()
+        # Set once bytes arrived while holding: a request (or its answer) is stuck now.
+        self.stuck = threading.Event()
         self.closed = threading.Event()
         self.sockets: List[socket.socket] = []
         self.lock = threading.Lock()
@@ -68,6 +70,8 @@ class HoldingProxy:
                 data = source.recv(65536)
                 if not data:
                     break
+                if self.holding.is_set():
+                    self.stuck.set()
                 while self.holding.is_set():
                     if self.closed.wait(0.05):
                         return

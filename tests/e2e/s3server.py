@@ -4,7 +4,9 @@ never a mocked client.
 The server runs in a thread of the test process (``ThreadedMotoServer``), so its buckets
 outlive a :meth:`S3Server.stop`: a test can stop it mid-transfer, start it again on the same
 port and look at what is left. :meth:`S3Server.stop` also closes the listening socket (moto's
-own ``stop`` leaves it open, which would make a client hang instead of failing).
+own ``stop`` leaves it open, which would make a client hang instead of failing). The port is
+reserved (``tests/ports.py``) from the server's creation until :meth:`S3Server.close`, so a
+test running beside it is never given it, also while the server is stopped.
 """
 
 from __future__ import annotations
@@ -16,21 +18,19 @@ from typing import Any, Dict, Iterator, Optional
 
 from moto.server import ThreadedMotoServer
 
+from ports import reserve
+
 KEY = "AKIAMALAUNCHTEST"
 SECRET = "malaunch-test-secret"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class S3Server:
-    """moto's S3 on ``127.0.0.1:<port>``; ``client()`` is a boto3 client pointed at it."""
+    """moto's S3 on ``127.0.0.1:<port>``, a port of its own; ``client()`` is a boto3 client
+    pointed at it. Not listening until :meth:`start`; :meth:`close` gives the port up."""
 
-    def __init__(self, port: Optional[int] = None) -> None:
-        self.port = port or free_port()
+    def __init__(self) -> None:
+        self._reserved = reserve()
+        self.port = int(self._reserved.getsockname()[1])
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._moto: Optional[ThreadedMotoServer] = None
 
@@ -46,6 +46,11 @@ class S3Server:
         if server is not None:
             server.server_close()
         self._moto = None
+
+    def close(self) -> None:
+        """Stop, and give the port up."""
+        self.stop()
+        self._reserved.close()
 
     def reset(self) -> None:
         """Forget every bucket (moto keeps them per process, across server instances)."""
@@ -101,3 +106,4 @@ def running_server() -> Iterator[S3Server]:
     finally:
         server.stop()
         assert not server.listening()
+        server.close()

@@ -1,18 +1,23 @@
-"""The event loop never blocks on output (SPEC §9): a console reader that stalls for 60 s.
+"""The event loop never blocks on output (SPEC §9): a console reader that stalls for 25 s.
 
-Four runs start together (a module fixture; about 70 s in all) and each test checks one:
+Four runs start together (a module fixture; about 35 s in all; the module is one xdist group,
+so that one test process runs them) and each test checks one:
 
-- one node, its console a real pipe left unread for 60 s;
-- one node, its console a pseudo-terminal paused with Ctrl-S (XOFF) for 60 s;
-- two node launchers started by hand, node 1's console a pipe left unread for 60 s;
-- two node launchers, node 0's console a pseudo-terminal under XOFF for 60 s.
+- one node, its console a real pipe left unread for 25 s;
+- one node, its console a pseudo-terminal paused with Ctrl-S (XOFF) for 25 s;
+- two node launchers started by hand, node 1's console a pipe left unread for 25 s;
+- two node launchers, node 0's console a pseudo-terminal under XOFF for 25 s.
 
-The ranks (tests/workers/chatter.py) print 200 lines a second each for 66 s and exit 0, with
+The ranks (tests/workers/chatter.py) print 500 lines a second each for 31 s and exit 0, with
 ``--hang-timeout 5`` and the default heartbeat timeout (5 s). A launcher blocked in a console
 write stops reading its ranks, its hang checks and its heartbeats: on one node a healthy rank
-was declared hung (124), on two nodes the other node declared this one lost (75). Each run
-must end as an unstalled one does: every launcher and rank exits 0, every line is in the log
-files, the console shows whole lines, and says how many it dropped once the reader is back.
+was declared hung (124), on two nodes the other node declared this one lost (75). The stall
+lasts five times either timeout; the pipe or terminal is full within a second and the
+launcher's buffer for a stalled reader (1 MiB) within about 10 s, so lines are dropped for the
+rest of it. (It was 200 lines a second for 66 s, stalled for 60 s: the same, in 35 s less.)
+Each run must end as an unstalled one does: every launcher and rank exits 0, every line is in
+the log files, the console shows whole lines, and says how many it dropped once the reader is
+back.
 """
 
 from __future__ import annotations
@@ -31,11 +36,15 @@ from launchers import printed_nodes
 
 from malaunch.testing import clean_env, malaunch_executable
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("console_stall"),
+]
 
 CHATTER = Path(__file__).parents[1] / "workers" / "chatter.py"
-STALL = 60.0
-RUN = ["66", "200"]  # seconds, lines per second per rank
+STALL = 25.0
+RUN = ["31", "500"]  # seconds, lines per second per rank
 OPTIONS = ["--nproc-per-node", "2", "--hang-timeout", "5"]
 RELAYED = re.compile(rb"\[rank (\d+)\] rank \1 (?:line \d+ \.+|done after \d+ lines)")
 NOTE = re.compile(rb"malaunch: warning: (\d+) console lines? dropped: the console's reader did "

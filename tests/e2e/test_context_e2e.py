@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pytest
 
 from malaunch.testing import clean_env, read_summary, run_cli, run_dir
+from ports import Reservations
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "context_demo.py"
@@ -241,12 +242,17 @@ def test_simulated_tf_ps_job_one_node_per_task(tmp_path: Path) -> None:
 
 
 @pytest.mark.frameworks
-def test_torch_ddp_delegate_workers_see_their_own_rank(tmp_path: Path) -> None:
+def test_torch_ddp_delegate_workers_see_their_own_rank(
+    tmp_path: Path, free_port: Reservations
+) -> None:
     """Under a real torchrun agent started by malaunch, each worker's context carries the rank
     torchrun gave it, and the job-level values (datasets, framework) malaunch gave the agent."""
     log_dir = tmp_path / "logs"
+    # A reserved port: torchrun binds it seconds later, when an outgoing connection of a busy
+    # host may have been given a port the launcher had found free.
     result = run_cli(
         ["--framework", "torch_ddp", "--torch-mode", "delegate", "--topology", "local",
+         "--master-port", str(free_port()),
          "--nproc-per-node", "2", "--log-dir", str(log_dir), "--console-ranks", "none",
          "--", sys.executable, str(DEMO)],
         env=clean_env({"DATASET_MAP": json.dumps(DATASETS)}), cwd=tmp_path, timeout=240,

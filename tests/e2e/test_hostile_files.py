@@ -32,6 +32,9 @@ from malaunch.testing import CliResult, clean_env, run_cli
 from malaunch.testing.commands import malaunch_executable
 from malaunch.testing.commands import run_dir as latest_run
 
+# Every command here is given this long (a hang guard, not a bound on speed): far less than
+# the --wait-timeout 600 of the launches, so one that waits for its input instead of failing
+# at once is stopped and fails its test.
 TIMEOUT = 20.0
 SHARED = Path(__file__).parents[1] / "fixtures" / "shared"
 T2 = SHARED / "ranktable_template2_2pods_8dev.json"
@@ -279,7 +282,6 @@ def run_denied(prefix: Sequence[str], args: Sequence[str], cwd: Path, **env: str
     check = subprocess.run([*prefix, "cat", str(probe)], capture_output=True, check=False)
     assert check.returncode != 0, "the permission drop did not take: root still reads 000 files"
     probe.unlink()
-    started = time.monotonic()
     proc = subprocess.run(
         [*prefix, malaunch_executable(), *args],
         env=clean_env(env),
@@ -289,7 +291,6 @@ def run_denied(prefix: Sequence[str], args: Sequence[str], cwd: Path, **env: str
         timeout=TIMEOUT,
         check=False,
     )
-    assert time.monotonic() - started < 10, "a permission error must not wait"
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -327,7 +328,7 @@ def test_a_launch_on_an_unreadable_table_is_66_at_once(
     unprivileged: List[str], tmp_path: Path
 ) -> None:
     table = unreadable_copy(T2, tmp_path)
-    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "60",
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "600",
             "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
     result = run_denied(unprivileged, args, tmp_path, RANK_TABLE_FILE=str(table))
     refused(result, 66, f"rank table {table}: permission denied (Permission denied)")
@@ -381,9 +382,7 @@ def test_volcano_host_file(  # noqa: PLR0917 (pytest passes each parameter)
         host_file.write_text(content)
     if source == "volcano-tasks":
         (tmp_path / "worker.host").write_text("w0")
-    started = time.monotonic()
     refused(volcano_topology(tmp_path, source), code, says.format(file=host_file))
-    assert time.monotonic() - started < 10
 
 
 def test_volcano_host_file_of_100000_hosts_is_read(tmp_path: Path) -> None:
@@ -402,12 +401,10 @@ def test_a_launch_on_a_table_with_a_5000_digit_number_fails_at_once(tmp_path: Pa
     table = tmp_path / "table.json"
     text = T2.read_text().replace('"device_id": "0"', '"device_id": ' + "9" * 5000, 1)
     table.write_text(text)
-    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "60",
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "600",
             "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
     env = clean_env({"RANK_TABLE_FILE": str(table)})
-    started = time.monotonic()
     result = run_cli(args, env=env, timeout=TIMEOUT)
-    assert time.monotonic() - started < 10
     path = "group_list[0].instance_list[0].devices[0].device_id"
     refused(result, 65, f"rank table {table}: {path}: an integer of 5000 digits (at most 4300)")
 
@@ -454,19 +451,17 @@ def test_an_unusable_log_dir_is_64_before_the_wait(
     kind: str, how: str, dry_run: bool, tmp_path: Path
 ) -> None:
     """It was 71 ("a process could not be started") after three warnings, and only after the
-    topology wait; a dry run accepted it. A rank table that never comes (--wait-timeout 60)
+    topology wait; a dry run accepted it. A rank table that never comes (--wait-timeout 600)
     shows the check runs first."""
     log_dir, shown, why = log_dir_case(tmp_path, kind)
-    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "60"]
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "600"]
     env = {"RANK_TABLE_FILE": str(tmp_path / "never.json")}
     if how == "--log-dir":
         args += ["--log-dir", log_dir]
     else:
         env[how] = log_dir
     args += [*(["--dry-run"] if dry_run else []), "--", "true"]
-    started = time.monotonic()
     result = run_cli(args, env=clean_env(env), cwd=tmp_path, timeout=TIMEOUT)
-    assert time.monotonic() - started < 10, "the log dir must be checked before the wait"
     name = f"{how} " if how == "--log-dir" else f"{how}="
     line = f"{name}{shown}: {why}"
     if kind == "5000-characters" and how != "MA_LOG_DIR":

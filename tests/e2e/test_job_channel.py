@@ -64,12 +64,6 @@ def wait_for_pids(tmp_path: Path, count: int, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def seconds_after(tmp_path: Path, name: str, ended: Dict[int, float]) -> float:
-    """How long after the moment written in ``out/name`` the last launcher exited."""
-    moment = float((tmp_path / "out" / name).read_text())
-    return max(ended.values()) - moment
-
-
 @pytest.mark.parametrize("count", [2, 3])
 def test_a_failure_on_one_node_stops_every_node(tmp_path: Path, count: int) -> None:
     """(a) rank 3, on node 1, exits 7 while every other rank sleeps."""
@@ -78,8 +72,9 @@ def test_a_failure_on_one_node_stops_every_node(tmp_path: Path, count: int) -> N
         launchers.start_all()
         codes = launchers.wait(timeout=60)
         output = launchers.output()
+    # The other ranks sleep 120 s and the wait above gives up at 60: their 75 is the stop
+    # (how soon it comes is measured in benchmarks/bench_job.py).
     assert codes == {index: 7 if index == 1 else 75 for index in range(count)}, output
-    assert seconds_after(tmp_path, "failed-3", launchers.ended) <= 2.0
     for index in range(count):
         report = summary(tmp_path, index)
         assert report["exit_code"] == codes[index]
@@ -128,8 +123,7 @@ def test_a_on_platforms_whose_pods_know_only_the_master(tmp_path: Path, platform
         launchers.start_all()
         codes = launchers.wait(timeout=60)
         output = launchers.output()
-    assert codes == {0: 75, 1: 7}, output
-    assert seconds_after(tmp_path, "failed-3", launchers.ended) <= 2.0
+    assert codes == {0: 75, 1: 7}, output  # the others sleep 120 s: 75 is the stop
     failure = summary(tmp_path, 0)["stopped_by"]
     assert (failure["node"], failure["rank"], failure["code"]) == (1, 3, 7)
     assert_nothing_left(tmp_path)
@@ -143,9 +137,9 @@ def test_c_parameter_server_nodes_finish_with_the_job(tmp_path: Path) -> None:
         launchers.start_all()
         codes = launchers.wait(timeout=60)
         output = launchers.output()
+    # The ps serves forever: its launcher's 0 within the wait is the stop after the workers'
+    # success, and SIGTERM the way it was stopped.
     assert codes == {0: 0, 1: 0, 2: 0}, output
-    last_success = max(float(p.read_text()) for p in (tmp_path / "out").glob("ok-*"))
-    assert max(launchers.ended.values()) - last_success <= 2.0
     ps = summary(tmp_path, 0)
     assert [(p["role"], p["service"], p["signal"]) for p in ps["processes"]] == [
         ("ps", True, "SIGTERM")
@@ -164,13 +158,15 @@ def test_d_a_vanished_node_0_stops_the_others(tmp_path: Path, how: str) -> None:
         launchers.start_all()
         wait_for_pids(tmp_path, 6)
         launchers.procs[0].send_signal(getattr(signal, how))
-        gone_at = time.time()
+        # The ranks run 1,000 steps of 0.1 s: a 75 within this wait is the loss being found.
         codes = launchers.wait(timeout=30, only=[1, 2])
         assert codes == {1: 75, 2: 75}, launchers.output()
-        assert max(launchers.ended.values()) - gone_at <= timeout + 2.0
         for index in (1, 2):
             failure = summary(tmp_path, index)["stopped_by"]
             assert (failure["kind"], failure["node"]) == ("lost", 0)
+            # found by the closed connection, or (a frozen node 0) by the heartbeat timeout
+            found = "closed the connection" if how == "SIGKILL" else "no heartbeat from node 0 for"
+            assert found in failure["reason"], failure
         launchers.procs[0].kill()  # a frozen launcher, too; its ranks die with it
         launchers.procs[0].wait(timeout=10)
     assert_nothing_left(tmp_path)  # node 0's ranks died with it (PDEATHSIG, reaper)

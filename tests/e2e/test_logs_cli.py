@@ -21,17 +21,31 @@ from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir, w
 
 READING = "malaunch: info: reading the latest run in "
 RUN = r"run-\d{8}-\d{6}-\d{3}[0-9a-f]{3}"
-STEP = 0.15  # seconds between two ranks' turns: far above the launcher's read latency
-
-# Rank r prints "step k" for every k = r (mod world) at START + k * STEP: the test forces one
-# order across ranks with time alone. The ranks start at different moments, so START is
-# given to all, late enough for the slowest.
+# Rank r prints "step k" for every k = r (mod world), in turn: it first waits until step k - 1
+# is in its rank's log file (so the launcher has read and stamped it), writes the time to
+# MARKS/k, and waits a little more, so that the arrival times follow k whatever the machine's
+# load. (Turns at fixed times broke when a loaded machine started a rank late.)
 TURNS = """\
-import os, sys, time
-start, step, world, steps = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), 12
+import glob, os, sys, time
+logs, marks, world, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), 12
 rank = int(os.environ["RANK"])
+
+def logged(k):
+    for path in glob.glob(os.path.join(logs, "run-*", "worker-%d.log" % (k % world))):
+        with open(path, errors="replace") as log:
+            if "step %d from" % k in log.read():
+                return True
+    return False
+
 for k in range(rank, steps, world):
-    time.sleep(max(0.0, start + k * step - time.time()))
+    deadline = time.time() + 60
+    while k and not logged(k - 1):
+        if time.time() > deadline:
+            sys.exit("step %d was never logged" % (k - 1))
+        time.sleep(0.01)
+    with open(os.path.join(marks, str(k)), "w") as mark:
+        mark.write(repr(time.time()))
+    time.sleep(0.02)
     print("step %d from %d" % (k, rank), flush=True)
 """
 
@@ -78,15 +92,17 @@ def printed(*args: str, cwd: Optional[Path] = None, **env: str) -> List[str]:
 
 
 @pytest.fixture(scope="module")
-def turns(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, float]:
-    """A job's log dir, and the time its ranks' turns started."""
+def turns(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Path]:
+    """A job's log dir, and the folder of the moments its ranks took their turns (MARKS)."""
     tmp_path = tmp_path_factory.mktemp("turns")
-    start = time.time() + 2.0
-    return run_job(tmp_path, "turns", TURNS, repr(start), repr(STEP), "3"), start
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    logs = tmp_path / "turns"
+    return run_job(tmp_path, "turns", TURNS, str(logs), str(marks), "3"), marks
 
 
 @pytest.fixture
-def turns_dir(turns: Tuple[Path, float]) -> Path:
+def turns_dir(turns: Tuple[Path, Path]) -> Path:
     return turns[0]
 
 
@@ -156,15 +172,15 @@ def test_grep(turns_dir: Path, simulated: Path) -> None:
     assert printed(str(turns_dir), "--grep", "nothing like this") == []
 
 
-def test_since(turns: Tuple[Path, float]) -> None:
-    turns_dir, start = turns
+def test_since(turns: Tuple[Path, Path]) -> None:
+    turns_dir, marks = turns
     every = printed(str(turns_dir))
     assert printed(str(turns_dir), "--since", "1h") == every
     assert printed(str(turns_dir), "--since", "1d", "--ranks", "2") == every[2::3]
     future = datetime.datetime.now() + datetime.timedelta(minutes=5)
     assert printed(str(turns_dir), "--since", future.isoformat(timespec="seconds")) == []
-    # Just before step 6 was printed (a sleep never ends early), well after step 5.
-    middle = datetime.datetime.fromtimestamp(start + 6 * STEP - 0.005).isoformat()
+    # Before step 6 was printed (20 ms before), after step 5 was logged.
+    middle = datetime.datetime.fromtimestamp(float((marks / "6").read_text())).isoformat()
     assert printed(str(turns_dir), "--since", middle) == every[6:]
 
 

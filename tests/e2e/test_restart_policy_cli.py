@@ -10,10 +10,16 @@ from typing import Any, Dict, List
 
 from malaunch.testing import run_cli, run_dir
 
+# Rank 1 exits with the attempt's code once rank 0 has left its mark (else a loaded machine
+# may start rank 0 only after rank 1's failure has stopped the attempt).
 WORKER = (
-    "import os, sys\n"
+    "import os, sys, time\n"
     "attempt = int(os.environ['MALAUNCH_RESTART_COUNT'])\n"
-    "open(os.path.join(sys.argv[1], 'attempt-%d-rank-%s' % (attempt, os.environ['RANK'])), 'w')\n"
+    "mark = os.path.join(sys.argv[1], 'attempt-%d-rank-%s')\n"
+    "open(mark % (attempt, os.environ['RANK']), 'w')\n"
+    "deadline = time.monotonic() + 60\n"
+    "while not os.path.exists(mark % (attempt, 0)) and time.monotonic() < deadline:\n"
+    "    time.sleep(0.01)\n"
     "codes = [int(c) for c in sys.argv[2].split(',')]\n"
     "sys.exit(codes[attempt] if os.environ['RANK'] == '1' and attempt < len(codes) else 0)\n"
 )

@@ -19,15 +19,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 from launchers import Launchers, node_dir, printed_nodes
-from s3server import S3Server, free_port, running_server
+from s3server import S3Server, running_server
 
+from malaunch.supervisor.prepare import CLOSE_WAIT
 from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 STAGING_RANK = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
@@ -88,8 +88,8 @@ def test_a_stage_in_failing_on_node_1_stops_node_0_at_once(
         launchers.start(0, s3.env())
         launchers.start(1, s3.env())
         codes = launchers.wait(timeout=60)
+    # 75 is the stop: node 0, left waiting, would give up at --wait-timeout (600 s) with 69.
     assert codes == {0: 75, 1: 66}, launchers.output()
-    assert abs(launchers.ended[0] - launchers.ended[1]) < 10, launchers.output()
     last = launchers.output(1).splitlines()[-1]
     assert last == f"{ERROR}s3://data/set1: no such bucket, object or prefix", launchers.output()
     assert (
@@ -116,11 +116,10 @@ def test_node_0_failing_before_node_1_joins_still_stops_node_1(
     with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
         launchers.start(0)  # no endpoint, no credentials
         time.sleep(3)
-        started = time.time()
         launchers.start(1, s3.env())
         codes = launchers.wait(timeout=60)
+    # 75 is the stop; a node 1 dialling a node 0 that is gone would end with 69.
     assert codes == {0: 66, 1: 75}, launchers.output()
-    assert launchers.ended[1] - started < 10, launchers.output()
     stopped_by = summary(tmp_path, 1)["stopped_by"]
     assert (stopped_by["kind"], stopped_by["node"], stopped_by["code"]) == ("stage-in", 0, 66)
 
@@ -135,8 +134,9 @@ def silent_server() -> socket.socket:
 
 @pytest.mark.parametrize("signals", [1, 2])
 def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: int) -> None:
-    """The server never answers: a SIGTERM ends the launcher (143) within the 10 s a cancelled
-    stage-in is given, and a second SIGTERM ends it at once."""
+    """The server never answers: a SIGTERM ends the launcher (143) once the 10 s a cancelled
+    stage-in is given are over (not at botocore's read timeout of 60 s: the wait below gives up
+    at 30), and a second SIGTERM ends it at once, before those 10 s."""
     listener = silent_server()
     env = clean_env({
         "AWS_ENDPOINT_URL": f"http://127.0.0.1:{listener.getsockname()[1]}",
@@ -172,18 +172,21 @@ def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: i
             if proc.stderr:
                 proc.stderr.close()
     assert code == 143, stderr
-    assert took < (3 if signals == 2 else 15), (took, stderr)
+    # Which of the two it was, told by the grace itself (not by a bound on this machine's speed)
+    assert (took < CLOSE_WAIT) == (signals == 2), (took, stderr)
 
 
 @pytest.mark.parametrize("slow", [0, 1])
 def test_a_stage_in_longer_than_the_wait_and_heartbeat_timeouts(
     s3: S3Server, inputs: Dict[str, str], tmp_path: Path, slow: int
 ) -> None:
-    """Node ``slow`` reaches its server only ~4 s after it starts (retries wait 1, 2, 4 s):
-    its stage-in lasts about 7 s, past --wait-timeout 3 and --heartbeat-timeout 2, and the
-    job runs all the same: the wait covers the joining only, and the heartbeats go on."""
-    late = S3Server(free_port())  # the same buckets: moto keeps them per process
-    opens = threading.Timer(4.0, late.start)
+    """Node ``slow``'s server opens only 3.5 s after that node's first failed try (retries wait
+    1, 2, 4, 8 s): its stage-in lasts past --wait-timeout 3 and --heartbeat-timeout 2, and the
+    job runs all the same: the wait covers the joining only, and the heartbeats go on.
+
+    The server opens on the node's own first retry line, not at a fixed time from the start:
+    on a loaded machine the launchers may take seconds to get there."""
+    late = S3Server()  # the same buckets: moto keeps them per process
     nodes = volcano_nodes(
         tmp_path,
         "--stage-in", "data=s3://data/set0",
@@ -192,24 +195,39 @@ def test_a_stage_in_longer_than_the_wait_and_heartbeat_timeouts(
     expected = {"EXPECTED": json.dumps(tree(s3))}
     try:
         with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
-            opens.start()
             for node in (0, 1):
                 server = late if node == slow else s3
                 launchers.start(node, {**server.env(), **expected})
+            wait_for_line(launchers, slow, "retrying in 1.0s")
+            time.sleep(3.5)  # the stage-in's length, which outlasts both timeouts
+            late.start()
             codes = launchers.wait(timeout=60)
     finally:
-        opens.cancel()
-        late.stop()
+        late.close()
     assert codes == {0: 0, 1: 0}, launchers.output()
-    assert "retrying in" in launchers.output(slow)
     if slow == 1:  # node 0, ready long before, says whom the job waits for
         assert (
             "malaunch: info: waiting for the other nodes to stage in: 2s (not ready yet: node 1)"
             in launchers.output(0).splitlines()
         ), launchers.output(0)
     stage_in = summary(tmp_path, slow)["staging"]["stage_in"]
+    # Every input is there once the server was (the nodes share a folder here: the other node
+    # may have brought them first, and then they are up to date).
+    (mapping,) = stage_in["mappings"]
+    assert mapping["files"] + mapping["skipped"] == 3, stage_in
+    # What the test set up, read back: the stage-in began before the first retry line and
+    # ended after the server opened, 3.5 s later (more than either timeout).
     took = seconds(stage_in["end_time"]) - seconds(stage_in["start_time"])
-    assert took > 3.5, stage_in  # longer than --wait-timeout and --heartbeat-timeout
+    assert took >= 3.5, stage_in
+
+
+def wait_for_line(launchers: Launchers, node: int, text: str) -> None:
+    """Until node ``node``'s launcher has printed a line holding ``text`` (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while text not in launchers.output(node):
+        assert launchers.procs[node].poll() is None, launchers.output()
+        assert time.monotonic() < deadline, launchers.output()
+        time.sleep(0.05)
 
 
 def tree(s3: S3Server) -> Dict[str, str]:

@@ -112,18 +112,21 @@ class NodeRun:
                 attempt.capture.poll()
             attempt.tick()
             if attempt.over():
-                attempt.group.close()
-                self.outcomes.append(attempt.outcome)
-                self.attempt = None
-                verdict = attempt.outcome.verdict or {}
-                if verdict.get("t") == "finish" or verdict.get("final", True):
-                    self.finished = True
-                elif attempt.outcome.launcher_signal is not None:
-                    self.finished = True  # it leaves; the others wait for its replacement
+                self._retire(attempt)
         if self.attempt is None and not self.finished and self.link.rejoin_since is not None:
             self._rejoin()
         # a cancelled stage-in ends first; node 0 tells later nodes why a job ended unstarted
         return self.finished and self.preparing is None and self.link.may_leave()
+
+    def _retire(self, attempt: Attempt) -> None:
+        """Keep an attempt that is over; a final verdict or a signal here ends the run."""
+        attempt.group.close()
+        self.outcomes.append(attempt.outcome)
+        self.attempt = None
+        verdict = attempt.outcome.verdict or {}
+        final = verdict.get("t") == "finish" or verdict.get("final", True)
+        if final or attempt.outcome.launcher_signal is not None:
+            self.finished = True  # signalled: it leaves, the others await its replacement
 
     # -- preparing ------------------------------------------------------------------------
 
@@ -231,6 +234,8 @@ class NodeRun:
 
     def _start(self, message: Message) -> None:
         number = message.get("attempt")
+        if self.attempt is not None and self.attempt.over():  # stop and start in one read:
+            self._retire(self.attempt)  # dropping the start left this node waiting forever
         if not isinstance(number, int) or self.attempt is not None or self.finished:
             return
         self.started = True
@@ -338,14 +343,10 @@ class NodeRun:
             self._abandon_preparation("a second signal")
             self.link.leave()
             return
-        logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
+        name = signal.Signals(signum).name
+        logger.warning(f"received {name} while no process runs: stopping")
         code = ExitCode.for_signal(signum)
-        failure = {
-            "kind": "signal",
-            "rank": None,
-            "code": code,
-            "signal": signal.Signals(signum).name,
-        }
+        failure = {"kind": "signal", "rank": None, "code": code, "signal": name}
         number = self.link.attempt
         self.link.report(
             {"t": "failed", "attempt": number, "failure": {**failure, "node": self.node}}

@@ -12,6 +12,7 @@ from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan, Node
 from malaunch.supervisor import preflight
 from malaunch.supervisor.preflight import check_ports
+from ports import Reservations
 
 
 def plan_with(port: int, node_rank: int = 0) -> LaunchPlan:
@@ -44,20 +45,18 @@ def test_other_nodes_do_not_check(listening_port: int) -> None:
     check_ports(plan_with(listening_port, node_rank=1))
 
 
-def test_free_port_passes() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    check_ports(plan_with(port))  # closed again: free
+def test_free_port_passes(free_port: Reservations) -> None:
+    # Reserved (bound, not listening) so that no other process is given it during the check.
+    check_ports(plan_with(free_port()))
 
 
-def test_port_in_time_wait_is_not_taken() -> None:
+def test_port_in_time_wait_is_not_taken(free_port: Reservations) -> None:
     """A connection of a finished run lingering in TIME_WAIT must not block the next run."""
+    port = free_port()  # kept from other processes once the server below has closed
     with socket.socket() as server:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", 0))
+        server.bind(("127.0.0.1", port))
         server.listen()
-        port = int(server.getsockname()[1])
         client = socket.create_connection(("127.0.0.1", port))
         accepted, _ = server.accept()
         accepted.close()  # the server side closes first: its end goes to TIME_WAIT
@@ -73,10 +72,8 @@ def test_no_port_no_check() -> None:
     check_ports(plan)
 
 
-def test_taken_job_port_on_node_0_is_an_error(listening_port: int) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        master = int(probe.getsockname()[1])
+def test_taken_job_port_on_node_0_is_an_error(listening_port: int, free_port: Reservations) -> None:
+    master = free_port()
     with pytest.raises(LaunchError) as info:
         check_ports(plan_with(master), job_port=listening_port)
     assert str(info.value) == (

@@ -15,8 +15,8 @@ from malaunch.events import Clock, EventLoop
 from malaunch.job.server import ChannelServer
 from malaunch.job.settings import JobSettings
 from malaunch.job.sockets import listen
-from malaunch.net import free_port
 from malaunch.supervisor import prestart
+from ports import Reservations
 
 TOKEN = b"t" * 32
 
@@ -92,7 +92,7 @@ def test_another_node_says_why_in_its_hello_before_node_0_counts_its_join() -> N
     ]
 
 
-def test_a_failure_after_the_handover_is_not_told_again() -> None:
+def test_a_failure_after_the_handover_is_not_told_again(free_port: Reservations) -> None:
     channel = prestart.EarlyChannel(settings(1, free_port(), wait=0.1))
     with pytest.raises(UsageError), prestart.failures_told(channel):
         channel.adopt()  # the running node tells the job itself from here
@@ -101,7 +101,7 @@ def test_a_failure_after_the_handover_is_not_told_again() -> None:
 
 
 def test_a_node_0_that_never_comes_is_said_and_the_error_stays(
-    messages: List[str],
+    messages: List[str], free_port: Reservations
 ) -> None:
     channel = prestart.EarlyChannel(settings(1, free_port(), wait=0.2))
     with pytest.raises(UsageError, match=r"^mine$"), prestart.failures_told(channel):

@@ -11,9 +11,11 @@ import pytest
 
 from malaunch.errors import TopologyError
 from malaunch.models import ResolveOptions
-from malaunch.net import free_port, port_in_use
+from malaunch.net import free_port as malaunch_free_port
+from malaunch.net import port_in_use
 from malaunch.testing import read_env_file
 from malaunch.topology import local
+from ports import Reservations
 
 SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
 
@@ -89,12 +91,14 @@ def test_visible_devices_with_spaces_are_refused() -> None:
     )
 
 
-def test_free_port_and_port_in_use() -> None:
+def test_free_port_and_port_in_use(free_port: Reservations) -> None:
+    assert not port_in_use("127.0.0.1", malaunch_free_port())
+    # Reserved for this test (tests/ports.py), so nothing else takes it once the server below
+    # has closed: the last check sees this test's doing only.
     port = free_port()
-    assert not port_in_use("127.0.0.1", port)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
-        server.bind(("127.0.0.1", 0))
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
         server.listen()
-        taken = server.getsockname()[1]
-        assert port_in_use("127.0.0.1", taken)
-    assert not port_in_use("127.0.0.1", taken)
+        assert port_in_use("127.0.0.1", port)
+    assert not port_in_use("127.0.0.1", port)
