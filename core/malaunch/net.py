@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from typing import List, Tuple
 
 
 def family_of(host: str) -> socket.AddressFamily:
@@ -12,15 +13,30 @@ def family_of(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on at ``host`` right now.
+# Draws of the kernel's pick before the last one is taken as it is (each is a bind and a
+# check, about 20 us; a host where most ports are held elsewhere needs a few).
+PICKS = 64
 
-    The kernel picks it; another process may still take it before the caller binds, which is
-    the usual, accepted race of this technique (torchrun does the same).
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that nothing holds on any address of this host right now.
+
+    The kernel's pick for ``host`` alone can be a port another socket holds on another of this
+    host's addresses (a service bound to one interface, client sockets bound to a source
+    address, their connections in TIME_WAIT). The servers that will use the port bind every
+    interface, and :func:`taken_anywhere` (the pre-flight check) refuses it, so the launcher
+    would refuse the port it had picked itself: each pick is checked the same way and drawn
+    again. Another process may still take the port before the caller binds, which is the
+    usual, accepted race of this technique (torchrun does the same).
     """
-    with socket.socket(family_of(host), socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    port = 0
+    for _ in range(PICKS):
+        with socket.socket(family_of(host), socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if not taken_anywhere(port):
+            return port
+    return port
 
 
 def port_taken(port: int, family: socket.AddressFamily, address: str) -> bool:
@@ -51,3 +67,28 @@ def port_taken(port: int, family: socket.AddressFamily, address: str) -> bool:
 def port_in_use(host: str, port: int) -> bool:
     """Whether a server could not bind ``host:port`` now (see :func:`port_taken`)."""
     return port_taken(port, family_of(host), host)
+
+
+def wildcards() -> List[Tuple[socket.AddressFamily, str]]:
+    """The addresses a rendezvous server binds: the wildcard of each address family.
+
+    torch's TCPStore, TF and MindSpore's scheduler listen on all interfaces, so a listener on
+    any address of this host (also 127.0.0.1 only) would make their bind fail; binding the
+    wildcard sees every such conflict.
+    """
+    found = [(socket.AF_INET, "0.0.0.0")]
+    if socket.has_ipv6:
+        found.append((socket.AF_INET6, "::"))
+    return found
+
+
+def taken_anywhere(port: int) -> bool:
+    """Whether a server binding ``port`` on every interface would get EADDRINUSE now, in any
+    address family this host has (see :func:`port_taken`)."""
+    for family, address in wildcards():
+        try:
+            if port_taken(port, family, address):
+                return True
+        except OSError:  # this address family is not available here
+            continue
+    return False

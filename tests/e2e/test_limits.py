@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
 
@@ -155,3 +155,42 @@ def test_a_silent_node_0_does_not_stretch_wait_timeout(tmp_path: Path) -> None:
     assert proc.returncode == 69, proc.stderr
     assert "did not accept node 1 within 1s: timed out" in proc.stderr
     assert took < 1 + SLACK, (took, proc.stderr)
+
+
+HELD_ELSEWHERE = 9000  # a third of the ephemeral range, bound on another loopback address
+
+
+@pytest.fixture()
+def ports_held_on_another_address() -> Iterator[None]:
+    """Sockets bound (not listening) to many ports of 127.0.0.2, as a service bound to one
+    interface or client sockets bound to a source address hold them: free on 127.0.0.1,
+    taken for a server that binds every interface."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < HELD_ELSEWHERE + 200:
+        pytest.skip(f"needs {HELD_ELSEWHERE + 200} open files (hard limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, HELD_ELSEWHERE + 200), hard))
+    held = []
+    try:
+        for _ in range(HELD_ELSEWHERE):
+            sock = socket.socket()
+            sock.bind(("127.0.0.2", 0))
+            held.append(sock)
+        yield
+    finally:
+        for sock in held:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_port_the_launcher_picks_is_one_it_accepts(
+    tmp_path: Path, ports_held_on_another_address: None
+) -> None:
+    # The local source's master port was the kernel's pick for 127.0.0.1; the pre-flight
+    # then found it held on another address and refused it (exit 71): the launcher failed
+    # the job on a port of its own choosing, about one launch in three here.
+    for attempt in range(6):
+        proc, _ = launch(
+            ["--framework", "torch_ddp", "--log-dir", "logs", "--", "python", "-c", "pass"],
+            tmp_path,
+        )
+        assert proc.returncode == 0, (attempt, proc.stderr)
