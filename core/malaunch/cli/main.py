@@ -134,6 +134,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     from a worker's exit 1.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    reopen_closed_standard_streams()
     debug = _wants_debug(args)
     setup_logging(debug)
     try:
@@ -156,6 +157,27 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         # What a stalled console reader has not taken yet (the summary) gets a short grace.
         console.finish(console.EXIT_GRACE)
+
+
+def reopen_closed_standard_streams() -> None:
+    """Give a closed stdin, stdout or stderr (``malaunch ... >&-``) ``/dev/null``.
+
+    A closed descriptor 0, 1 or 2 is the next one ``open()`` returns: the console would then
+    write into whatever file took it (a rank's log, the summary), and Python's ``sys.stdout``
+    is None, which ``print`` and ``flush`` do not survive. A closed stream reads as end of file
+    and takes every write, as the shell's ``>/dev/null`` does; the exit code is the job's.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
 
 
 def _fail(message: str, code: int, debug: bool) -> int:
