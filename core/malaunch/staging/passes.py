@@ -147,7 +147,9 @@ def _reading(target: Target) -> ContextManager[None]:
 
 
 def _entry(info: Dict[str, Any]) -> Entry:
-    entry: Entry = {"size": int(info.get("size") or 0)}
+    # No size (an HTTP server without Content-Length) is "unknown", not 0: read to the end.
+    size = info.get("size")
+    entry: Entry = {"size": None if size is None else int(size)}
     etag = info.get("ETag") or info.get("etag")
     if etag:
         entry["etag"] = str(etag)
@@ -178,6 +180,8 @@ def _is_dir(target: Target) -> bool:
 
 def _fresh(manifest: Manifest, name: str, entry: Entry, local: Path) -> bool:
     old = manifest.get(name)
+    if entry["size"] is None:  # a source that cannot say its size cannot say it is unchanged
+        return False
     if old is None or any(old.get(key) != value for key, value in entry.items()):
         return False
     state = local_state(local / name if name else local)
@@ -302,7 +306,7 @@ def _url(target: Target, name: str) -> str:
 
 
 def _progress(kind: str, target: Target, run: Run, todo: List[Tuple[str, Entry]]) -> Progress:
-    total = sum(int(entry["size"]) for _, entry in todo)
+    total = sum(int(entry["size"] or 0) for _, entry in todo)
     return Progress(f"{kind} {target.mapping}", total, len(todo), stream=run.stream)
 
 
