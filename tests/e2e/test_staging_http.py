@@ -32,10 +32,10 @@ class _NoLength(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/octet-stream")
         self.end_headers()
 
-    def do_HEAD(self) -> None:  # noqa: N802 (the handler's protocol)
+    def do_HEAD(self) -> None:
         self._head()
 
-    def do_GET(self) -> None:  # noqa: N802 (the handler's protocol)
+    def do_GET(self) -> None:
         size = int(self.path.strip("/").split(".")[0])
         self._head()
         block = bytes(range(256)) * 4096
