@@ -7,12 +7,15 @@ from a ``sys.exit`` that would pass a plugin's number off as a rank's exit code)
 that breaks the contract the supervisor relies on (not a ``LaunchPlan``, two processes with
 one rank or one log file, a NUL that no system call takes) is one line naming the plugin and
 its distribution, exit 78, not an internal error (70) nor a job that runs two ranks 0 into
-one log.
+one log. What the plugin prints meanwhile goes to stderr, never into a document on stdout.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, TypeVar
+import contextlib
+import os
+import sys
+from typing import Callable, Dict, Iterator, List, Optional, TypeVar
 
 from malaunch.errors import MalaunchError, PluginError
 from malaunch.models import LaunchPlan
@@ -27,11 +30,34 @@ def call_plugin(what: str, origin: Optional[Origin], call: Callable[[], T]) -> T
     """``call()``, with what it raises turned into a :class:`PluginError` naming ``what``
     (``framework 'x'``) and ``origin``; the launcher's own errors pass as they are."""
     try:
-        return call()
+        with _output_to_stderr():
+            return call()
     except MalaunchError:
         raise
     except (Exception, SystemExit) as exc:
         raise PluginError(f"{_named(what, origin)} failed: {_shown(exc)}") from exc
+
+
+@contextlib.contextmanager
+def _output_to_stderr() -> Iterator[None]:
+    """What a plugin prints, with ``print`` or on descriptor 1 itself, goes to stderr while
+    its code runs: stdout may be a document that a program reads (the dry run's plan as
+    JSON, ``topology --json``), which a plugin's debug line would break."""
+    _flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        _flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
 
 
 def check_plan(plan: object, what: str, origin: Optional[Origin]) -> LaunchPlan:

@@ -9,6 +9,7 @@ junk or a plan that breaks the contract.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from malaunch.testing import clean_env, run_cli, write_fake_distribution
 
 PLUGIN = """
 import os
+import json
 from pathlib import Path
 from malaunch.api import Framework, LaunchPlan, ProcessSpec, TopologySource, hookimpl
 
@@ -113,3 +115,48 @@ def test_a_misbehaving_plugin_is_one_line_and_78(tmp_path: Path, behaviour: str)
     assert "of distribution malaunch-odd 0.3" in errors[0]
     assert len(errors[0]) < 600
     assert "Traceback" not in result.stderr
+
+
+CHATTY = """
+import os
+from malaunch.api import Framework, LaunchPlan, ProcessSpec, TopologySource, hookimpl
+
+
+def plan(topology, command, options):
+    print("planning for", topology.world_size, "ranks")
+    os.write(1, b"a raw write on descriptor 1\\n")
+    spec = ProcessSpec(role="worker", rank=0, local_rank=0, argv=tuple(command), env={},
+                       cwd=options.cwd, log_file=os.path.join(options.cwd, "w0.log"))
+    return LaunchPlan(framework="chatty", topology=topology, processes=(spec,))
+
+
+def detect(env):
+    print("looking at", len(env), "variables")
+    return False
+
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="chatty", plan=plan, help="prints")]
+
+
+@hookimpl
+def malaunch_register_topology_sources():
+    return [TopologySource(name="chatty-source", resolve=lambda env, options: None,
+                           detect=detect, auto_order=1, help="prints")]
+"""
+
+
+def test_what_a_plugin_prints_never_gets_into_the_dry_runs_json(tmp_path: Path) -> None:
+    # `malaunch --dry-run | jq`: the plan's JSON began with the plugin's debug lines.
+    write_fake_distribution(tmp_path, "malaunch-chatty", "1.0", {"chatty": "fake_chatty"},
+                            {"fake_chatty": CHATTY})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path)})
+    result = run_cli(["--framework", "chatty", "--dry-run", "--", "true"], env=env, cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["framework"] == "chatty"
+    for line in ("planning for 1 ranks", "a raw write on descriptor 1", "looking at"):
+        assert line in result.stderr
+    topology = run_cli(["topology", "--json"], env=env, cwd=tmp_path)
+    assert topology.code == 0, topology.stderr
+    json.loads(topology.stdout)
