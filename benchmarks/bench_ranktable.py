@@ -1,14 +1,16 @@
 """How long the rank-table source takes on a large job, and how fast ``malaunch`` starts.
 
-    .venv/bin/python benchmarks/bench_ranktable.py [--runs N]
+    .venv/bin/python benchmarks/bench_ranktable.py [--runs N] [--servers 1024]
 
-Generates a 1024-server x 8-device template-2 table (instances in shuffled order) in a
-temporary folder, then times, in-process through the public API:
+Generates a template-2 table of ``--servers`` servers x 8 devices (instances in shuffled
+order) in a temporary folder, then times, in-process through the public API:
 
 - ``convert_file``: read + parse + validate + convert + write the v1.0 file (goal <= 50 ms),
 - ``describe_file``: read + parse + validate + summary,
 - ``resolve``: the whole source (wait/confirm read, identity, conversion, write, Topology);
   this includes the confirm read's pause of ``MIN_POLL`` seconds,
+- ``resolve + plan``: that, then the ``torch_ddp`` plan of server 517's ranks
+  (:func:`malaunch.pipeline.build_plan`, the launch's own path: read, converted, planned),
 
 plus a breakdown of the phases, and ``malaunch --help`` / ``malaunch ranktable validate``
 as subprocesses. Prints the median of each.
@@ -27,7 +29,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-from malaunch.models import ResolveOptions
+from malaunch.models import PlanOptions, ResolveOptions
+from malaunch.pipeline import build_plan
+from malaunch.plugins import load_plugins
 from malaunch.topology.ranktable import source
 from malaunch.topology.ranktable.formats import parse_table
 from malaunch.topology.ranktable.read import MIN_POLL
@@ -82,9 +86,9 @@ def run_command(args: List[str]) -> None:
     subprocess.run(args, check=True, capture_output=True)
 
 
-def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, float]]]:
+def measure(folder: Path, runs: int, servers: int) -> List[Tuple[str, Tuple[float, float, float]]]:
     table_file = folder / "jobstart_hccl.json"
-    table_file.write_text(json.dumps(big_table(), indent=4))
+    table_file.write_text(json.dumps(big_table(servers), indent=4))
     target = folder / "converted.json"
     raw = table_file.read_bytes()
     data = json.loads(raw)
@@ -104,6 +108,20 @@ def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, floa
     def resolve() -> object:
         return source.resolve(env, options)
 
+    plugins = load_plugins({})
+    plan_options = PlanOptions(log_dir=str(folder / "logs"), cwd=str(folder))
+
+    def plan() -> object:
+        return build_plan(
+            plugins,
+            env,
+            framework="torch_ddp",
+            source="ranktable",
+            command=["python", "train.py"],
+            resolve_options=options,
+            plan_options=plan_options,
+        )
+
     def build() -> object:
         return source.build_topology(table, node_rank, env, str(target))
 
@@ -115,6 +133,7 @@ def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, floa
         ("convert_file: read+parse+validate+convert+write", timed(convert, runs)),
         ("describe_file: read+parse+validate+summary", timed(describe, runs)),
         (f"resolve: all, incl. {MIN_POLL * 1000:.0f} ms confirm pause", timed(resolve, runs)),
+        ("resolve + plan (torch_ddp, 8 ranks of server 517)", timed(plan, runs)),
         ("  json.loads", timed(lambda: json.loads(raw), runs)),
         ("  parse + validate + order", timed(lambda: parse_table(data, "bench"), runs)),
         ("  v1 text", timed(lambda: v1_text(table), runs)),
@@ -127,10 +146,11 @@ def measure(folder: Path, runs: int) -> List[Tuple[str, Tuple[float, float, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs per measurement")
+    parser.add_argument("--servers", type=int, default=SERVERS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ranktable-") as folder:
-        rows = measure(Path(folder), args.runs)
-    print(f"template 2 rank table, {SERVERS} servers x {DEVICES} devices; {args.runs} runs")
+        rows = measure(Path(folder), args.runs, args.servers)
+    print(f"template 2 rank table, {args.servers} servers x {DEVICES} devices; {args.runs} runs")
     width = max(len(name) for name, _ in rows)
     print(f"{'':<{width}}  {'wall med':>9}  {'cpu med':>9}  {'wall min':>9}")
     for name, (wall, cpu, fastest) in rows:

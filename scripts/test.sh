@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: installs malaunch with the framework extras and the example
-# third-party plugin into a virtualenv, then runs the whole pytest suite (unit, CLI,
+# The project's test command: installs malaunch with the framework extras and the two example
+# third-party plugins into a virtualenv, then runs the whole pytest suite (unit, CLI,
 # supervisor, and real PyTorch / TensorFlow / MindSpore jobs on CPU).
 #
 #   bash scripts/test.sh                 # everything
@@ -19,8 +19,9 @@ ensure_venv
 # torch is pinned in the extra: never let the resolver pick a newer (CUDA, several GB) build.
 say "installing malaunch with the test tools and PyTorch, TensorFlow and MindSpore (CPU) into $VENV (about a minute; more the first time)"
 "$VENV/bin/python" -m pip install --progress-bar on ".[dev,torch,tensorflow,mindspore,stacks]"
-say "installing the example third-party plugin"
-"$VENV/bin/python" -m pip install --progress-bar on ./examples/malaunch-example-plugin
+say "installing the example third-party plugins"
+"$VENV/bin/python" -m pip install --progress-bar on ./examples/malaunch-example-plugin \
+  ./examples/malaunch-paddle
 # The report's browser test drives Debian's chromium (never a browser playwright downloads);
 # without one it skips, saying so.
 if [ ! -x /usr/bin/chromium ]; then

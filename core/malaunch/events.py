@@ -1,4 +1,4 @@
-"""The launcher's one event loop: readable file descriptors, outputs and timers, nothing else.
+"""The launcher's one event loop: readable and writable file descriptors, outputs and timers.
 
 Everything the launcher waits for arrives here: worker output pipes, the signal wakeup pipe
 (signals and SIGCHLD), the job channel's sockets and the heartbeat socket, plus timers (the
@@ -6,7 +6,9 @@ SIGKILL after the grace period, heartbeats to peers, hang checks, restart back-o
 ``select`` waits for all of them with a timeout only when a timer is pending, so an idle
 launcher sleeps in the kernel. The same ``select`` waits for the console to take more
 (:meth:`EventLoop.add_output`): the loop never blocks in a write, so a stalled console reader
-cannot stop heartbeats, hang checks or the job channel. Callbacks run one at a time in the
+cannot stop heartbeats, hang checks or the job channel; node 0's job channel likewise waits
+for a slow node's socket to take more (:meth:`EventLoop.add_writer`) instead of blocking in a
+send. Callbacks run one at a time in the
 main thread; there is no locking anywhere (outputs that threads write to lock themselves).
 
 Time comes from an injected :class:`Clock`, which also decides how long a wait may really
@@ -76,6 +78,7 @@ class EventLoop:
         self._readers: Dict[int, Callback] = {}
         self._outputs: List[Output] = []
         self._writers: Dict[int, Output] = {}  # descriptors now waited on for writing
+        self._write_waiters: Dict[int, Callback] = {}  # add_writer's
         self._timers: List[Tuple[float, int, Timer]] = []
         self._order = itertools.count()  # ties fire in the order they were set
 
@@ -86,6 +89,17 @@ class EventLoop:
 
     def remove_reader(self, fd: int) -> None:
         if self._readers.pop(fd, None) is not None:
+            self._update(fd)
+
+    def add_writer(self, fd: int, callback: Callback) -> None:
+        """Call ``callback`` whenever ``fd`` can take more (until :meth:`remove_writer`): for a
+        socket whose data waits in a buffer of its own, so that a slow peer never blocks the
+        loop in a send."""
+        self._write_waiters[fd] = callback
+        self._update(fd)
+
+    def remove_writer(self, fd: int) -> None:
+        if self._write_waiters.pop(fd, None) is not None:
             self._update(fd)
 
     def add_output(self, output: Output) -> None:
@@ -117,8 +131,9 @@ class EventLoop:
 
     def _update(self, fd: int) -> None:
         """Register ``fd`` for what it is now waited on for (reading, writing, both, none)."""
+        writing = fd in self._writers or fd in self._write_waiters
         events = (selectors.EVENT_READ if fd in self._readers else 0) | (
-            selectors.EVENT_WRITE if fd in self._writers else 0
+            selectors.EVENT_WRITE if writing else 0
         )
         try:
             registered = self.selector.get_key(fd).events
@@ -167,9 +182,13 @@ class EventLoop:
     def _dispatch(self, ready: List[Tuple[selectors.SelectorKey, int]]) -> None:
         for key, events in ready:
             # An earlier callback of this round may have removed what was ready.
-            output = self._writers.get(key.data) if events & selectors.EVENT_WRITE else None
-            if output is not None:
-                output.on_writable()
+            if events & selectors.EVENT_WRITE:
+                output = self._writers.get(key.data)
+                if output is not None:
+                    output.on_writable()
+                waiter = self._write_waiters.get(key.data)
+                if waiter is not None:
+                    waiter()
             callback = self._readers.get(key.data) if events & selectors.EVENT_READ else None
             if callback is not None:
                 callback()
@@ -194,4 +213,5 @@ class EventLoop:
         self._readers.clear()
         self._outputs.clear()
         self._writers.clear()
+        self._write_waiters.clear()
         self._timers.clear()

@@ -7,8 +7,9 @@ at runtime and the package supports Python 3.9.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import click
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,7 +48,11 @@ class Node(FrozenModel):
     host: str = Field(description="address peers reach this node at (IP or DNS name)")
     name: Optional[str] = Field(default=None, description="pod or instance name when known")
     role: Optional[str] = Field(default=None, description="task role (ps, worker, ...) if any")
-    devices: Tuple[Device, ...] = ()
+    devices: Tuple[Device, ...] = Field(
+        default=(),
+        description="its devices, in rank order from every built-in source (a plan reads this "
+        "node's through Topology.local_devices, which sorts them anyway)",
+    )
 
 
 class Task(FrozenModel):
@@ -71,7 +76,10 @@ class Topology(FrozenModel):
     """The cluster as the platform describes it, seen from this node."""
 
     source: str = Field(description="name of the topology source that produced it")
-    nodes: Tuple[Node, ...]
+    nodes: Tuple[Node, ...] = Field(
+        description="every node of the job in node-rank order (nodes[i].index == i); nodes[0] "
+        "hosts the rendezvous and the job channel"
+    )
     node_rank: int = Field(description="index of this node in ``nodes``")
     master_addr: str
     master_port: Optional[int] = None
@@ -93,6 +101,7 @@ class Topology(FrozenModel):
 
     @property
     def this_node(self) -> Node:
+        """``nodes[node_rank]``: this node."""
         return self.nodes[self.node_rank]
 
     @property
@@ -102,6 +111,7 @@ class Topology(FrozenModel):
 
     @property
     def nnodes(self) -> int:
+        """Every node of the job, those without devices (parameter servers) included."""
         return len(self.nodes)
 
     @property
@@ -189,6 +199,11 @@ class PlanOptions(FrozenModel):
     max_restarts: int = Field(
         default=0, description="--max-restarts: how many times the job may be restarted"
     )
+    job_port: Optional[int] = Field(
+        default=None,
+        description="the port node 0's launcher serves the job channel on (docs/job.md), the "
+        "same on every node; None when the job has no channel (one node, --no-job-channel)",
+    )
 
 
 # Registration objects hold callables, so they are frozen dataclasses rather than pydantic
@@ -221,9 +236,50 @@ class Framework:
 
     ``options`` are click options the framework adds to the launch command; their values
     reach ``plan`` through ``PlanOptions.framework_options`` under the option's ``name``.
+
+    ``launcher_vars`` are the variables the framework's own launcher (``launcher``, a name for
+    messages such as ``torchrun``) gives every worker it starts: where one is set,
+    ``--topology auto`` refuses to start a job inside that worker (exit 65), naming the
+    framework. ``env_prefixes`` are the prefixes of the variables the framework owns
+    (``PADDLE_``): the test kit's ``clean_env`` removes them, and ``launcher_vars``, so that a
+    developer's shell does not leak into a plugin's tests.
     """
 
     name: str
     plan: PlanFn
     options: Sequence[click.Option] = ()
     help: str = ""
+    launcher: str = ""
+    launcher_vars: Sequence[str] = ()
+    env_prefixes: Sequence[str] = ()
+
+    def option_values(self, given: Mapping[str, Any]) -> Dict[str, Any]:
+        """``given`` (option values by Python name) plus every option of the framework that
+        is not in it, at the value the launch command gives it when the command line and the
+        environment leave it out: the option's default, converted by its type and passed
+        through its callback, as click does. So a plugin states each default once.
+
+        :raises TypeError: for a required option without a default that is not given.
+        """
+        values = dict(given)
+        missing: List[click.Parameter] = [
+            copy.copy(option)
+            for option in self.options
+            if option.name and option.expose_value and option.name not in values
+        ]
+        if not missing:
+            return values
+        command = click.Command(self.name, params=missing, add_help_option=False)
+        try:
+            context = command.make_context(self.name, [])
+        except click.ClickException as exc:
+            msg = f"framework {self.name!r}: {exc.format_message()}"
+            raise TypeError(msg) from exc
+        values.update(context.params)
+        return values
+
+    def launched_by(self) -> str:
+        """Who starts a worker that has one of ``launcher_vars``, for messages."""
+        if self.launcher:
+            return f"{self.launcher} worker (framework {self.name})"
+        return f"worker of framework {self.name}'s launcher"

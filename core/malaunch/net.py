@@ -14,25 +14,28 @@ def family_of(host: str) -> socket.AddressFamily:
 
 
 # Draws of the kernel's pick before the last one is taken as it is (each is a bind and a
-# check, about 20 us; a host where most ports are held elsewhere needs a few).
+# check, about 20 us).
 PICKS = 64
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing holds on any address of this host right now.
+    """A TCP port that nothing uses on any address of this host right now.
 
-    The kernel's pick for ``host`` alone can be a port another socket holds on another of this
-    host's addresses (a service bound to one interface, client sockets bound to a source
-    address, their connections in TIME_WAIT). The servers that will use the port bind every
-    interface, and :func:`taken_anywhere` (the pre-flight check) refuses it, so the launcher
-    would refuse the port it had picked itself: each pick is checked the same way and drawn
-    again. Another process may still take the port before the caller binds, which is the
-    usual, accepted race of this technique (torchrun does the same).
+    The kernel picks it for the wildcard address of ``host``'s family, not for ``host``
+    itself: a port free on 127.0.0.1 may still be bound on 127.0.0.2 or by a connection's
+    source address, and a rendezvous server on the wildcard (and the pre-flight check, which
+    binds the wildcard: :func:`port_taken`) would then find it taken. The other family's
+    wildcard may still hold it (a listener on ``::`` only), so each pick is checked as the
+    pre-flight does (:func:`taken_anywhere`) and drawn again. Another process may still take
+    it before the caller binds, the usual, accepted race of this technique (torchrun does the
+    same).
     """
+    family = family_of(host)
+    wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
     port = 0
     for _ in range(PICKS):
-        with socket.socket(family_of(host), socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((wildcard, 0))
             port = int(sock.getsockname()[1])
         if not taken_anywhere(port):
             return port
@@ -74,7 +77,8 @@ def wildcards() -> List[Tuple[socket.AddressFamily, str]]:
 
     torch's TCPStore, TF and MindSpore's scheduler listen on all interfaces, so a listener on
     any address of this host (also 127.0.0.1 only) would make their bind fail; binding the
-    wildcard sees every such conflict.
+    wildcard sees every such conflict. The master address itself may be a name of a load
+    balancer or another interface, so it is not bound directly.
     """
     found = [(socket.AF_INET, "0.0.0.0")]
     if socket.has_ipv6:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from malaunch.errors import TopologyError, UsageError
-from malaunch.numbers import MAX_SECONDS, parse_int, parse_seconds
+from malaunch.numbers import MAX_DIGITS, MAX_SECONDS, parse_int, parse_seconds
 from malaunch.topology.envparse import parse_host
 from malaunch.wording import did_you_mean
 
@@ -60,7 +60,13 @@ class Integer(IntType):
                 error=UsageError,
             )
         except UsageError as exc:
-            self.fail(str(exc), param, ctx)
+            message = str(exc)
+            if self.maximum < 10**MAX_DIGITS - 1:
+                # parse_int names the bound a value misses, or none for text such as "abc":
+                # whoever types the option needs the whole range.
+                expected = f"expected an integer from {self.minimum} to {self.maximum}"
+                message = f"{str(value)!r}: {expected}"
+            self.fail(message, param, ctx)
 
 
 class Seconds(FloatType):

@@ -43,7 +43,7 @@ def resolve_topology(
     """
     if source != AUTO:
         return _with_data(_resolve(plugins, plugins.source(source), environ, options), environ)
-    signs.check_not_nested(environ)
+    signs.check_not_nested(environ, plugins.launcher_vars())
     for candidate in plugins.auto_sources():
         detect = candidate.detect
         assert detect is not None  # auto_sources() keeps only detectable ones
@@ -151,6 +151,56 @@ def finalize_plan(
     return plan.model_copy(update={"processes": tuple(processes)})
 
 
+def locate(
+    plugins: PluginSet,
+    environ: Mapping[str, str],
+    source: str,
+    resolve_options: ResolveOptions,
+    master: Tuple[Optional[str], Optional[int]] = (None, None),
+    *,
+    hosts: Optional[Mapping[int, str]] = None,
+) -> Topology:
+    """The topology of one launch attempt: the source's, with ``--master-addr`` and
+    ``--master-port`` on top, and replaced nodes at the addresses they came from (``hosts``,
+    as node 0 tells them on a restart)."""
+    topology = resolve_topology(plugins, environ, source, resolve_options)
+    return move_nodes(override_master(topology, *master), hosts or {})
+
+
+def plan_topology(
+    plugins: PluginSet,
+    environ: Mapping[str, str],
+    topology: Topology,
+    *,
+    framework: str,
+    command: Sequence[str],
+    plan_options: PlanOptions,
+    extra_env: Optional[Mapping[str, str]] = None,
+    conda_env: Optional[str] = None,
+    cpus: Optional[CpuBinder] = None,
+) -> LaunchPlan:
+    """The framework's plan of ``topology`` with what the core adds; ``cpus`` binds each
+    process to CPUs (``--cpu-bind``, :mod:`malaunch.cpus`). The framework's options left out
+    of ``plan_options`` reach the plugin at their declared defaults."""
+    chosen = plugins.framework(framework)
+    values = chosen.option_values(plan_options.framework_options)
+    options = plan_options.model_copy(update={"framework_options": values})
+    what = f"framework {framework!r}"
+    registered = plugins.frameworks.get(framework)
+    origin = registered.origin if registered is not None else None
+    planned = call_plugin(what, origin, lambda: chosen.plan(topology, list(command), options))
+    plan = check_plan(planned, what, origin)
+    if not plan.processes:
+        # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
+        msg = (
+            f"framework {framework!r} planned no process for node {topology.node_rank} "
+            f"of topology source {topology.source!r}"
+        )
+        raise PluginError(msg)
+    plan = finalize_plan(plan, environ, extra_env or {}, conda_env)
+    return cpus.bind(plan) if cpus is not None else plan
+
+
 def build_plan(
     plugins: PluginSet,
     environ: Mapping[str, str],
@@ -166,23 +216,19 @@ def build_plan(
     hosts: Optional[Mapping[int, str]] = None,
     cpus: Optional[CpuBinder] = None,
 ) -> LaunchPlan:
-    """The whole left half of the pipeline, for one launch attempt; ``hosts``: the addresses
-    replaced nodes came from, as node 0 tells them; ``cpus`` binds each process to CPUs
-    (``--cpu-bind``, :mod:`malaunch.cpus`)."""
-    chosen = plugins.framework(framework)
-    topology = resolve_topology(plugins, environ, source, resolve_options)
-    topology = move_nodes(override_master(topology, *master), hosts or {})
-    what = f"framework {framework!r}"
-    registered = plugins.frameworks.get(framework)
-    origin = registered.origin if registered is not None else None
-    planned = call_plugin(what, origin, lambda: chosen.plan(topology, list(command), plan_options))
-    plan = check_plan(planned, what, origin)
-    if not plan.processes:
-        # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
-        msg = (
-            f"framework {framework!r} planned no process for node {topology.node_rank} "
-            f"of topology source {topology.source!r}"
-        )
-        raise PluginError(msg)
-    plan = finalize_plan(plan, environ, extra_env or {}, conda_env)
-    return cpus.bind(plan) if cpus is not None else plan
+    """The whole left half of the pipeline, for one launch attempt: :func:`locate`, then
+    :func:`plan_topology`; ``hosts``: the addresses replaced nodes came from, as node 0 tells
+    them."""
+    plugins.framework(framework)  # an unknown framework before any topology work
+    topology = locate(plugins, environ, source, resolve_options, master, hosts=hosts)
+    return plan_topology(
+        plugins,
+        environ,
+        topology,
+        framework=framework,
+        command=command,
+        plan_options=plan_options,
+        extra_env=extra_env,
+        conda_env=conda_env,
+        cpus=cpus,
+    )

@@ -63,6 +63,22 @@ class PluginSet:
             raise unknown_name("topology source", name, sorted(self.sources), auto=True)
         return self.sources[name].item
 
+    def launcher_vars(self) -> List[Tuple[str, str]]:
+        """(variable, who sets it) for every variable a framework declares as its launcher's,
+        in framework name order (never load order), for the nested-launch refusal."""
+        return [
+            (variable, registered.item.launched_by())
+            for _, registered in sorted(self.frameworks.items())
+            for variable in registered.item.launcher_vars
+        ]
+
+    def owned_env(self) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+        """(prefixes, names) of the variables the frameworks declare as their own."""
+        items = [r.item for _, r in sorted(self.frameworks.items())]
+        prefixes = [p for item in items for p in item.env_prefixes]
+        names = [name for item in items for name in item.launcher_vars]
+        return tuple(dict.fromkeys(prefixes)), tuple(dict.fromkeys(names))
+
     def auto_sources(self) -> List[TopologySource]:
         """Sources that take part in ``--topology auto``, in the order they are tried."""
         found = [r.item for r in self.sources.values() if r.item.detect is not None]
@@ -168,6 +184,8 @@ def _collect(
             if not isinstance(name, str) or not name:
                 msg = f"{origin.describe()} returned a {kind} without a name from {hook_name}"
                 raise PluginError(msg)
+            if isinstance(item, Framework):
+                _check_declared_env(item, origin)
             if name in found:
                 other = found[name].origin
                 msg = (
@@ -177,6 +195,29 @@ def _collect(
                 raise PluginError(msg)
             found[name] = Registered(item, origin)
     return found
+
+
+VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_declared_env(framework: Framework, origin: Origin) -> None:
+    """``launcher_vars`` and ``env_prefixes`` are lists of variable names (a prefix is the
+    start of one): a plain string would be taken letter by letter, an empty prefix would match
+    every variable."""
+    for field in ("launcher_vars", "env_prefixes"):
+        value = getattr(framework, field)
+        ok = isinstance(value, (list, tuple)) and all(
+            isinstance(v, str) and VARIABLE.fullmatch(v) for v in value
+        )
+        if not ok:
+            msg = (
+                f"{origin.describe()}: framework {framework.name!r} has "
+                f"{field}={repr(value)[:100]}; expected a list of variable names"
+            )
+            raise PluginError(msg)
+    if not isinstance(framework.launcher, str):
+        msg = f"{origin.describe()}: framework {framework.name!r}: launcher must be a str"
+        raise PluginError(msg)
 
 
 def load_plugins(

@@ -18,5 +18,11 @@ def malaunch_register_frameworks() -> List[Framework]:
             options=options.cli_options(),
             help="MindSpore: rank-table mode (one process per NPU) or dynamic cluster "
             "(scheduler + workers, runs on CPU too)",
+            # msrun gives each worker MS_NODE_ID when it knows the worker's rank (--node_rank,
+            # or one node); the ascend-operator gives pods MS_ROLE, MS_SCHED_HOST, ... too, but
+            # never MS_NODE_ID (its pod rank is MS_NODE_RANK), so only that one shows msrun.
+            launcher="msrun",
+            launcher_vars=("MS_NODE_ID",),
+            env_prefixes=("MS_",),
         )
     ]

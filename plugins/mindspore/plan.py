@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from malaunch.api import (
     Device,
@@ -36,7 +36,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
         msg = "mindspore: no command given: malaunch --framework mindspore -- python train.py"
         raise UsageError(msg)
     base = Path(options.cwd)
-    mode = choose_mode(topology, options.framework_options.get("ms_mode"))
+    mode = choose_mode(topology, options.framework_options["ms_mode"])
     if mode == "ranktable":
         processes = rank_table_processes(topology, command, options, base)
     else:
@@ -44,9 +44,8 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     return LaunchPlan(framework=FRAMEWORK, topology=topology, processes=tuple(processes))
 
 
-def choose_mode(topology: Topology, requested: Optional[str]) -> str:
+def choose_mode(topology: Topology, mode: str) -> str:
     """``auto`` picks rank-table mode exactly when the topology carries a rank table."""
-    mode = requested or "auto"
     if mode not in MODES:
         msg = f"--ms-mode {mode!r}: expected one of {', '.join(MODES)}"
         raise UsageError(msg)
@@ -150,7 +149,7 @@ def rank_table_processes(
 
 def sched_port(topology: Topology, framework_options: Mapping[str, object]) -> int:
     """``--ms-sched-port``, else the topology's master port, else msrun's 8118."""
-    chosen = framework_options.get("ms_sched_port")
+    chosen = framework_options["ms_sched_port"]
     if chosen is not None:
         return int(str(chosen))
     return topology.master_port or DEFAULT_SCHED_PORT
@@ -166,7 +165,7 @@ def dynamic_processes(
     scheduler is planned.
     """
     log_dir = base / options.log_dir
-    timeout = options.framework_options.get("ms_topo_timeout") or DEFAULT_TOPO_TIMEOUT
+    timeout = options.framework_options["ms_topo_timeout"]
     # Every process, the scheduler included, must see the same MS_SCHED_* and MS_WORKER_NUM.
     common = {
         "MS_SCHED_HOST": topology.master_addr,

@@ -18,5 +18,7 @@ def malaunch_register_frameworks() -> List[Framework]:
             options=options.cli_options(),
             help="TensorFlow parameter server: this task with --ps_hosts ... flags and "
             "TF_CONFIG, or a whole local cluster (--num-ps/--num-workers)",
+            # TensorFlow has no launcher of its own: TF_CONFIG is what platforms give a pod.
+            env_prefixes=("TF_",),
         )
     ]

@@ -46,7 +46,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
 
 
 def _count(framework_options: Mapping[str, object], name: str) -> Optional[int]:
-    value = framework_options.get(name)
+    value = framework_options[name]
     return None if value is None else int(str(value))
 
 
@@ -122,7 +122,7 @@ def _spec(
     local_rank: int,
     service: bool = False,
 ) -> ProcessSpec:
-    flags = options.framework_options.get("tf_flags", True) is not False
+    flags = options.framework_options["tf_flags"] is not False
     argv = [*command, *task_flags(cluster, task)] if flags else list(command)
     return ProcessSpec(
         role=task.role,

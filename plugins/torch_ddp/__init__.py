@@ -18,5 +18,10 @@ def malaunch_register_frameworks() -> List[Framework]:
             options=options.cli_options(),
             help="PyTorch DDP: torchrun-style env per rank (native) or one torchrun per node "
             "(delegate)",
+            # What torchrun gives every worker and a node's own environment lacks (RANK and
+            # WORLD_SIZE are also what platforms give a pod).
+            launcher="torchrun",
+            launcher_vars=("TORCHELASTIC_RUN_ID", "GROUP_RANK"),
+            env_prefixes=("TORCHELASTIC_",),
         )
     ]

@@ -39,7 +39,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     if not command:
         msg = "torch_ddp: no command given: malaunch --framework torch_ddp -- python train.py"
         raise UsageError(msg)
-    mode = options.framework_options.get("torch_mode") or "native"
+    mode = options.framework_options["torch_mode"]
     if mode not in MODES:
         msg = f"--torch-mode {mode!r}: expected one of {', '.join(MODES)}"
         raise UsageError(msg)
@@ -69,7 +69,7 @@ def master_port(topology: Topology) -> int:
 
 def rank_table_env(topology: Topology, framework_options: Mapping[str, object]) -> Dict[str, str]:
     """``RANK_TABLE_FILE`` only on request: it switches torch_npu to rank-table init."""
-    if topology.rank_table_file and framework_options.get("export_rank_table"):
+    if topology.rank_table_file and framework_options["export_rank_table"]:
         return {"RANK_TABLE_FILE": topology.rank_table_file}
     return {}
 

@@ -28,9 +28,12 @@ class NodeCommand:
     argv: List[str]
 
 
-def printed_nodes(args: Sequence[str], cwd: Path) -> List[NodeCommand]:
-    """The nodes ``malaunch simulate --print-env ARGS`` describes."""
-    result = run_cli(["simulate", "--print-env", *args], cwd=cwd)
+def printed_nodes(
+    args: Sequence[str], cwd: Path, env: Optional[Dict[str, str]] = None
+) -> List[NodeCommand]:
+    """The nodes ``malaunch simulate --print-env ARGS`` describes (run in ``env``, default
+    :func:`clean_env`: a plugin's framework needs its ``PYTHONPATH``)."""
+    result = run_cli(["simulate", "--print-env", *args], env=env, cwd=cwd)
     assert result.code == 0, result.stderr
     nodes: List[NodeCommand] = []
     for line in result.stdout.splitlines():

@@ -154,7 +154,7 @@ def test_help_names_the_targets() -> None:
         ),
         (
             ["volcano", "--nodes", "0", "--image", "i", "--framework", "torch_ddp", *COMMAND],
-            "--nodes: '0': expected an integer >= 1",
+            "--nodes: '0': expected an integer from 1 to 100000",
         ),
         (
             [

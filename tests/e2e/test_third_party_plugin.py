@@ -12,11 +12,11 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
-from malaunch.testing import clean_env, run_cli, write_fake_distribution
+from malaunch.testing import clean_env, read_env_file, run_cli, write_fake_distribution
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "malaunch-example-plugin"
 DIST = "malaunch-example-plugin"
@@ -224,3 +224,64 @@ def test_a_plugins_bug_is_exit_78_naming_it_and_debug_shows_it(tmp_path: Path) -
     assert lines[0] == "Traceback (most recent call last):"
     assert "fake_buggy.py" in result.stderr
     assert lines[-1] == line
+
+
+DECLARING = """\
+from malaunch.api import Framework, hookimpl
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="fakepaddle", plan=lambda *a: None, launcher="fake.launch",
+                      launcher_vars=["FAKE_TRAINER_ID", "FAKE_TRAINERS_NUM"])]
+"""
+
+
+def test_auto_refuses_inside_a_declared_launchers_worker(tmp_path: Path) -> None:
+    write_fake_distribution(tmp_path, "malaunch-fakepaddle", "1.0",
+                            {"fakepaddle": "fake_paddle"}, {"fake_paddle": DECLARING})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path), "FAKE_TRAINERS_NUM": "4"})
+    args = ["--framework", "torch_ddp", "--dry-run", "--", "python", "train.py"]
+    result = run_cli(args, env=env)
+    assert result.code == 65
+    assert result.stderr == (
+        "malaunch: error: nested launch: FAKE_TRAINERS_NUM is set, so this runs inside a "
+        "fake.launch worker (framework fakepaddle) that already has its rank; run the "
+        "command itself there, or start a separate job on purpose with --topology local\n"
+    )
+    assert run_cli([*args[:2], "--topology", "local", *args[2:]], env=env).code == 0
+
+
+PORT_SEER = """\
+from malaunch.api import Framework, LaunchPlan, ProcessSpec, hookimpl
+
+def plan(topology, command, options):
+    process = ProcessSpec(role="worker", rank=topology.local_devices[0].rank, local_rank=0,
+                          argv=tuple(command), env={"SEEN_JOB_PORT": str(options.job_port)},
+                          cwd=options.cwd, log_file=options.log_dir + "/w.log")
+    return LaunchPlan(framework="portseer", topology=topology, processes=(process,))
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="portseer", plan=plan)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "seen"),
+    [
+        (["--job-port", "31000"], "31000"),
+        (["--master-port", "29500"], "29501"),  # master port + 1 (docs/job.md)
+        (["--master-port", "29500", "--no-job-channel"], "None"),
+        (["--topology", "local"], "None"),  # one node: no channel
+    ],
+)
+def test_the_plan_sees_the_job_port(tmp_path: Path, options: List[str], seen: str) -> None:
+    write_fake_distribution(tmp_path, "malaunch-portseer", "1.0", {"portseer": "fake_portseer"},
+                            {"fake_portseer": PORT_SEER})  # fmt: skip
+    volcano = read_env_file(Path(__file__).parents[1] / "fixtures/shared/volcano_env_3workers.env")
+    env = clean_env({**volcano, "PYTHONPATH": str(tmp_path)})
+    args = ["--framework", "portseer", *options, "--nproc-per-node", "1", "--log-dir", "/tmp/l"]
+    result = run_cli([*args, "--dry-run", "--", "python", "x.py"], env=env)
+    assert result.code == 0, result.stderr
+    [process] = json.loads(result.stdout)["processes"]
+    assert process["env"]["SEEN_JOB_PORT"] == seen

@@ -118,7 +118,7 @@ def test_every_option_is_suggested_for_its_underscore_and_upper_case_spellings()
 def test_a_mistyped_plugin_name_is_a_usage_error(
     tmp_path: Path, args: List[str], code: int, message: str
 ) -> None:
-    env = clean_env({"MALAUNCH_DISABLE_PLUGINS": "example"})
+    env = clean_env({"MALAUNCH_DISABLE_PLUGINS": "example,paddle"})  # the built-ins only
     result = run_cli([*args, "--dry-run", "--", "python", "train.py"], env=env, cwd=tmp_path)
     assert result.code == code
     assert result.stderr == f"malaunch: error: {message}\n"

@@ -35,13 +35,13 @@ def test_a_platform_variable_is_stripped(index: str, tmp_path: Path) -> None:
             ["--nproc-per-node", " 7 "],
             {},
             64,
-            "--nproc-per-node: ' 7 ': expected an integer >= 1",
+            "--nproc-per-node: ' 7 ': expected an integer from 1 to 10000",
         ),
         (
             [],
             {"MALAUNCH_NPROC_PER_NODE": "7\n"},
             64,
-            "MALAUNCH_NPROC_PER_NODE: '7\\n': expected an integer >= 1",
+            "MALAUNCH_NPROC_PER_NODE: '7\\n': expected an integer from 1 to 10000",
         ),
         (
             [],

@@ -23,7 +23,10 @@ ROOT = Path(__file__).parents[2]
 CORE = ROOT / "core"
 PACKAGE = CORE / "malaunch"
 PLUGIN_DIRS = sorted(path for path in (ROOT / "plugins").iterdir() if path.is_dir())
-EXAMPLE_PLUGIN = ROOT / "examples" / "malaunch-example-plugin"
+EXAMPLE_PLUGINS = (
+    ROOT / "examples" / "malaunch-example-plugin",
+    ROOT / "examples" / "malaunch-paddle",
+)
 # What a plugin may import from the core (SPEC §2): the plugin API, the test kit, the runtime.
 PLUGIN_MAY_IMPORT = ("malaunch.api", "malaunch.testing", "malaunch.context")
 MAX_MODULE_LINES = 400
@@ -78,7 +81,7 @@ def _violations(code: str) -> List[str]:
 
 @pytest.mark.parametrize(
     "path",
-    list(_sources(*PLUGIN_DIRS, EXAMPLE_PLUGIN)),
+    list(_sources(*PLUGIN_DIRS, *EXAMPLE_PLUGINS)),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_plugins_import_the_core_only_through_the_plugin_api(path: Path) -> None:
@@ -122,6 +125,22 @@ def _packages_in_pyproject() -> Set[str]:
     return set(re.findall(r'"([^"]+)"', block))
 
 
+def test_the_built_in_plugins_are_reached_from_core_under_their_import_names() -> None:
+    """core/ is the one package root (an editable install is then a plain path entry that
+    mypy follows), so each plugins/<name> folder has a link core/malaunch_<name> to it."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^package-dir = \{ "" = "core" \}$', text, flags=re.M)
+    listed = _packages_in_pyproject()
+    for folder in PLUGIN_DIRS:
+        link = CORE / f"malaunch_{folder.name}"
+        assert link.is_symlink() and link.resolve() == folder.resolve(), link
+        assert link.name in listed
+    built = (".egg-info", "__pycache__")  # what a build may leave there
+    assert sorted(p.name for p in CORE.iterdir() if not p.name.endswith(built)) == sorted(
+        ["malaunch", *(f"malaunch_{folder.name}" for folder in PLUGIN_DIRS)]
+    )
+
+
 def test_every_package_folder_is_installed() -> None:
     folders = {
         ".".join(init.parent.relative_to(CORE).parts) for init in PACKAGE.rglob("__init__.py")
@@ -136,7 +155,7 @@ def test_every_package_folder_is_installed() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    list(_sources(PACKAGE, *PLUGIN_DIRS, EXAMPLE_PLUGIN / "src")),
+    list(_sources(PACKAGE, *PLUGIN_DIRS, *(example / "src" for example in EXAMPLE_PLUGINS))),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_modules_stay_small(path: Path) -> None:

@@ -195,3 +195,64 @@ def test_broken_hooks_are_plugin_errors(plugin: object, expected: str) -> None:
     with pytest.raises(PluginError, match=expected) as info:
         load_plugins(clean_env(), extra=_extra(plugin))
     assert "plugin 'fake' of distribution malaunch-fake 9.9" in str(info.value)
+
+
+class DeclaringPlugin:
+    """A framework that declares its launcher's variables and the prefixes it owns."""
+
+    def __init__(self, name: str, **declared: object) -> None:
+        self.name = name
+        self.declared = declared
+
+    @hookimpl
+    def malaunch_register_frameworks(self) -> List[Framework]:
+        return [Framework(name=self.name, plan=_no_plan, **self.declared)]  # type: ignore[arg-type]
+
+
+def test_declared_launcher_variables_and_prefixes_are_collected_by_name() -> None:
+    other = DeclaringPlugin(
+        "other",
+        launcher="other.launch",
+        launcher_vars=["OTHER_TRAINER_ID", "GROUP_RANK"],
+        env_prefixes=["OTHER_"],
+    )
+    plugins = load_plugins(clean_env(), extra=_extra(other))
+    shown = ("mindspore", "other", "torch_ddp")  # other installed plugins may declare theirs
+    declared = [
+        (name, who)
+        for name, who in plugins.launcher_vars()
+        if who.endswith(tuple(f"(framework {framework})" for framework in shown))
+    ]
+    # In framework name order: mindspore, other, torch_ddp (never the order of loading).
+    assert declared == [
+        ("MS_NODE_ID", "msrun worker (framework mindspore)"),
+        ("OTHER_TRAINER_ID", "other.launch worker (framework other)"),
+        ("GROUP_RANK", "other.launch worker (framework other)"),
+        ("TORCHELASTIC_RUN_ID", "torchrun worker (framework torch_ddp)"),
+        ("GROUP_RANK", "torchrun worker (framework torch_ddp)"),
+    ]
+    prefixes, names = plugins.owned_env()
+    assert {"MS_", "OTHER_", "TF_", "TORCHELASTIC_"} <= set(prefixes)
+    assert names.count("GROUP_RANK") == 1
+    assert {"MS_NODE_ID", "OTHER_TRAINER_ID", "TORCHELASTIC_RUN_ID"} <= set(names)
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        (
+            {"launcher_vars": "PADDLE_TRAINER_ID"},
+            "launcher_vars='PADDLE_TRAINER_ID'; expected a list of variable names",
+        ),
+        ({"env_prefixes": [""]}, "env_prefixes=['']; expected a list of variable names"),
+        ({"env_prefixes": ["PADDLE-"]}, "env_prefixes=['PADDLE-']; expected a list of"),
+        ({"launcher_vars": [1]}, "launcher_vars=[1]; expected a list of variable names"),
+        ({"launcher": None}, "framework 'decl': launcher must be a str"),
+    ],
+)
+def test_bad_declarations_are_plugin_errors(declared: dict[str, object], expected: str) -> None:
+    with pytest.raises(PluginError) as info:
+        load_plugins(clean_env(), extra=_extra(DeclaringPlugin("decl", **declared)))
+    assert str(info.value).startswith("plugin 'fake' of distribution malaunch-fake 9.9: ")
+    assert expected in str(info.value)
+    assert info.value.exit_code == ExitCode.CONFIG

@@ -27,8 +27,8 @@ from malaunch.job.restart import RestartPolicy, parse_backoff, parse_codes
 from malaunch.job.settings import JobSettings, job_settings
 from malaunch.job.success import success_policy
 from malaunch.log import logger
-from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions
-from malaunch.pipeline import AUTO, build_plan, warn_about_missing_data
+from malaunch.models import LaunchPlan, PlanOptions, ResolveOptions, Topology
+from malaunch.pipeline import AUTO, locate, plan_topology, warn_about_missing_data
 from malaunch.plugins import PluginSet
 from malaunch.python_command import forgotten_python
 from malaunch.staging.models import StageMapping
@@ -105,75 +105,109 @@ def _launch(plugins: PluginSet, ctx: click.Context, params: Dict[str, Any]) -> i
         log_dir = run.path
         resolve_options, plan_options = plan_inputs(params, log_dir, framework_values)
 
+        def locate_here(
+            master_port: Optional[int] = None, hosts: Optional[Mapping[int, str]] = None
+        ) -> Topology:
+            """This attempt's topology; a restart may bring node 0's fresh rendezvous port and
+            the addresses replaced nodes came from."""
+            master = (params["master_addr"], master_port or params["master_port"])
+            where = params["topology"]
+            return locate(plugins, os.environ, where, resolve_options, master, hosts=hosts)
+
+        def plan_here(topology: Topology) -> LaunchPlan:
+            # plan_options as set below, once the topology gave the job port
+            return plan_topology(
+                plugins,
+                os.environ,
+                topology,
+                framework=framework,
+                command=command,
+                plan_options=plan_options,
+                extra_env=extra_env,
+                conda_env=params["conda_env"],
+                cpus=cpus,
+            )
+
         def make_plan(
             attempt: int = 0,
             master_port: Optional[int] = None,
             hosts: Optional[Mapping[int, str]] = None,
         ) -> LaunchPlan:
-            """The plan of ``attempt``; a restart may bring node 0's fresh rendezvous port and
-            the addresses replaced nodes came from."""
+            """The plan of restart ``attempt``: the job channel (and its port) stays."""
             del attempt
-            return build_plan(
-                plugins,
-                os.environ,
-                framework=framework,
-                source=params["topology"],
-                command=command,
-                resolve_options=resolve_options,
-                plan_options=plan_options,
-                master=(params["master_addr"], master_port or params["master_port"]),
-                extra_env=extra_env,
-                conda_env=params["conda_env"],
-                hosts=hosts,
-                cpus=cpus,
-            )
+            return plan_here(locate_here(master_port, hosts))
 
-        plan = make_plan()
-        success = success_policy(plan.topology, params["success_policy"])
-        warn_about_missing_data(plan.topology)
+        topology = locate_here()
+        # The channel's settings come from the topology the plan is made of, before the plan:
+        # the plan sees the job port (PlanOptions.job_port), a dry run included.
+        job = job_of(topology, params)
+        plan_options = plan_options.model_copy(
+            update={"job_port": job.port if job is not None else None}
+        )
         if params["dry_run"]:
-            click.echo(plan_json(plan, mappings))
-            return int(ExitCode.OK)
+            return dry_run(plan_here(topology), params, mappings)
         # Start-up cost: the supervisor is imported only when launching, so --help and --dry-run
         # stay light.
-        from malaunch.supervisor.preflight import check_ports  # noqa: PLC0415 (start-up)
-        from malaunch.supervisor.supervise import SuperviseOptions, supervise  # noqa: PLC0415 (start-up)
+        from malaunch.supervisor import preflight, prestart, supervise  # noqa: PLC0415 (start-up)
 
-        job = job_of(plan, params)
-        check_ports(plan, job.port if job is not None else None)
-        staged = None
-        if mappings:
-            # Stage-in runs inside supervise(), once this node has joined the job: its failure
-            # then stops every node, and a long one does not count against --wait-timeout.
-            staged = StagingStep(
-                mappings,
-                os.environ,
-                plan.topology,
-                launch_dir=os.getcwd(),
-                sync_interval=params["sync_interval"],
+        preflight.check_job_port(topology, job.port if job is not None else None)
+        # Node 0 listens on the job port from here: whatever fails before the start is told to
+        # every node (malaunch.supervisor.prestart), which then stops at once, not at
+        # --wait-timeout.
+        with prestart.failures_told(prestart.EarlyChannel(job)) as channel:
+            plan = plan_here(topology)
+            success = success_policy(plan.topology, params["success_policy"])
+            warn_about_missing_data(plan.topology)
+            preflight.check_ports(plan)
+            staged = staging_step(mappings, plan, params)
+            options = supervise.SuperviseOptions(
+                log_dir=str(log_dir),
+                console_ranks=params["console_ranks"],
+                grace_period=params["grace_period"],
+                restart=restart,
+                forward_signals=forward_signals,
+                job=job,
+                hang=hang,
+                tail_lines=params["tail_lines"],
+                console_prefix=params["console_prefix"],
+                console_dedup=params["console_dedup"],
+                console_raw=params["console_raw"],
+                prepare=staged,
+                finish=staged.finish if staged is not None else None,
+                success_policy=success,
+                run_started=run.started,
+                channel=channel,
             )
-        options = SuperviseOptions(
-            log_dir=str(log_dir),
-            console_ranks=params["console_ranks"],
-            grace_period=params["grace_period"],
-            restart=restart,
-            forward_signals=forward_signals,
-            job=job,
-            hang=hang,
-            tail_lines=params["tail_lines"],
-            console_prefix=params["console_prefix"],
-            console_dedup=params["console_dedup"],
-            console_raw=params["console_raw"],
-            prepare=staged,
-            finish=staged.finish if staged is not None else None,
-            success_policy=success,
-            run_started=run.started,
-        )
-        try:
-            return supervise(plan, options, replan=make_plan)
-        finally:
-            if staged is not None:
-                staged.cancel()  # after an error: the periodic uploads stop with the launcher
+            try:
+                return supervise.supervise(plan, options, replan=make_plan)
+            finally:
+                if staged is not None:
+                    staged.cancel()  # after an error: the periodic uploads stop with the launcher
+
+
+def dry_run(plan: LaunchPlan, params: Dict[str, Any], mappings: Sequence[StageMapping]) -> int:
+    """``--dry-run``: the plan as JSON, after the checks a launch makes of it."""
+    success_policy(plan.topology, params["success_policy"])
+    warn_about_missing_data(plan.topology)
+    click.echo(plan_json(plan, mappings))
+    return int(ExitCode.OK)
+
+
+def staging_step(
+    mappings: Sequence[StageMapping], plan: LaunchPlan, params: Dict[str, Any]
+) -> Optional[StagingStep]:
+    """Data staging for this launch, None without mappings. The stage-in runs inside
+    supervise(), once this node has joined the job: its failure then stops every node, and a
+    long one does not count against --wait-timeout."""
+    if not mappings:
+        return None
+    return StagingStep(
+        mappings,
+        os.environ,
+        plan.topology,
+        launch_dir=os.getcwd(),
+        sync_interval=params["sync_interval"],
+    )
 
 
 def check_program(command: Sequence[str], extra_env: Dict[str, str]) -> None:
@@ -303,10 +337,10 @@ def hang_settings(params: Dict[str, Any]) -> Optional[HangSettings]:
     return HangSettings(timeout=timeout, startup_timeout=startup, stacks=params["hang_stacks"])
 
 
-def job_of(plan: LaunchPlan, params: Dict[str, Any]) -> Optional[JobSettings]:
+def job_of(topology: Topology, params: Dict[str, Any]) -> Optional[JobSettings]:
     """The job channel's settings for this node, or None for a one-node job."""
     return job_settings(
-        plan.topology,
+        topology,
         requested_port=params["job_port"],
         secret=params["job_secret"],
         heartbeat_timeout=params["heartbeat_timeout"],

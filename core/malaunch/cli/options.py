@@ -300,7 +300,8 @@ def job_options() -> List[click.Parameter]:
             type=Seconds(0.1),
             default=DEFAULT_HEARTBEAT_TIMEOUT,
             show_default=True,
-            help="Seconds of silence after which a node launcher counts as lost.",
+            help="Seconds of silence after which a node launcher counts as lost (past "
+            "5,000 nodes, three heartbeat intervals if longer: docs/job.md).",
         ),
         click.Option(
             ["--hang-timeout"],

@@ -18,6 +18,7 @@ from typing import Callable, Counter, Optional
 from malaunch.errors import PeerError
 from malaunch.events import EventLoop, Timer
 from malaunch.job.protocol import (
+    PING,
     SEND_TIMEOUT,
     LineReader,
     Message,
@@ -143,12 +144,18 @@ class ChannelClient:
         self.job_over = False  # node 0 said finish or a final stop: its leaving is no loss
         self._beat: Optional[Timer] = None
 
-    def join(self, interrupted: Callable[[], bool], what: Optional[str] = None) -> None:
+    def join(
+        self,
+        interrupted: Callable[[], bool],
+        what: Optional[str] = None,
+        failure: Optional[Message] = None,
+    ) -> None:
         """Connect and authenticate, retrying until ``wait_timeout``; each try resolves node
         0's name anew (a Service or headless DNS name follows a replaced pod).
 
         ``interrupted`` is asked between attempts (a signal to the launcher ends the wait);
-        ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT).
+        ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT);
+        ``failure``: why this node cannot start, told in its hello (node 0 then ends the job).
         :raises PeerError: (exit 69) node 0's launcher did not accept us in time.
         """
         settings = self.settings
@@ -159,7 +166,7 @@ class ChannelClient:
         try:
             while not interrupted():
                 try:
-                    self.sock = self._handshake(deadline)
+                    self.sock = self._handshake(deadline, failure)
                     break
                 except (OSError, ProtocolError, ValueError) as exc:
                     causes.add(exc)
@@ -179,7 +186,7 @@ class ChannelClient:
         logger.debug(f"job channel: node {settings.node_rank} joined node 0 at {where}")
         self._dispatch(b"")  # commands that came in the same packet as the welcome
 
-    def _handshake(self, deadline: float) -> socket.socket:
+    def _handshake(self, deadline: float, failure: Optional[Message] = None) -> socket.socket:
         """One connection and authentication, given up at ``deadline`` (``time.monotonic``):
         a node 0 that does not answer, or answers slowly, must not stretch --wait-timeout."""
         settings = self.settings
@@ -202,6 +209,8 @@ class ChannelClient:
             hello = {"t": "hello", "node": node, "proof": answer, "nonce": ours}
             if settings.own_host:
                 hello["host"] = settings.own_host  # where a replacement came from
+            if failure is not None:
+                hello["failure"] = failure
             send(sock, hello)
             try:
                 welcome = _next_message(sock, reader, deadline)
@@ -255,24 +264,35 @@ class ChannelClient:
         self._dispatch(data)
 
     def _dispatch(self, data: bytes) -> None:
+        pinged = False
         try:
             for message in self.reader.feed(data):
-                if message["t"] != "ping":
+                if message["t"] == "ping":
+                    pinged = True
+                else:
                     self.on_command(message)
         except ProtocolError as exc:
             self._lose(f"protocol violation: {exc}")
+        if pinged and self.sock is not None and not self.lost:
+            # The answer to node 0's beat is this node's: the answers of every node reach node 0
+            # together, read in a few wake-ups instead of one for each node at its own time.
+            try:
+                self.sock.sendall(PING)
+            except OSError as exc:
+                self._lose(f"cannot send to node 0: {exc}")
         while self.reader.dropped:
             why = self.reader.dropped.pop(0)
             logger.warning(f"job channel: dropped a malformed message from node 0: {why}")
 
     def _heartbeat(self) -> None:
+        """Node 0 beats, this node answers (:meth:`_dispatch`); here, only whether node 0 has
+        been silent for too long."""
         if self.lost or self.sock is None:
             return
         silent = self.loop.now() - self.last_seen
-        if silent > self.settings.heartbeat_timeout:
+        if silent > self.settings.silence_timeout:
             self._lose(f"no heartbeat from node 0 for {silent:.1f}s")
             return
-        self.send({"t": "ping"})
         self._beat = self.loop.call_later(self.settings.heartbeat_interval, self._heartbeat)
 
     def _lose(self, reason: str) -> None:

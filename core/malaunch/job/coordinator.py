@@ -16,8 +16,10 @@ Rules (SPEC §9): attempt 0 starts once every node has joined *and* said ``ready
 stages in once every node has joined, so that its failure reaches every other node, none of
 them still on its way, and a long stage-in is not taken for a node that never came:
 ``--wait-timeout`` covers the joining only); a failure
-before the start (a stage-in that failed, a launcher signalled) stops every node for good, as
-does a node lost once all had joined; the first failure anywhere stops every node; a node that
+before the start (a node that could not plan, a stage-in that failed, a launcher signalled)
+stops every node for good, as does a node lost once all had joined: the nodes that have joined
+hear why at once, and while some have not (``telling``) each hears it as it joins, until every
+node has or ``--wait-timeout`` is over; the first failure anywhere stops every node; a node that
 disappears counts as failed; the job is done when every node's workers have succeeded, or, under
 the ``chief`` success policy (:mod:`malaunch.job.success`), as soon as the chief has; a hang
 first gathers every node's stacks, then names the odd ranks; a restart waits until every
@@ -32,45 +34,27 @@ then starts the next attempt; a new node 0 adopts the job from the survivors' ``
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import time
-from typing import Any, Callable, Dict, List, Optional, Protocol, Set
+from typing import Any, Callable, Dict, List, Optional, Set
 
-from malaunch.hang.blame import odd_ones
+from malaunch.hang.blame import hang_record
 from malaunch.job.protocol import Message
-from malaunch.job.replacement import Loss, Replacements, lost_node, never_came_back, waiting_stop
+from malaunch.job.records import AttemptRecord, Scheduler, Transport
+from malaunch.job.replacement import (
+    Loss,
+    Replacements,
+    absent,
+    lost_node,
+    never_came_back,
+    waiting_stop,
+)
 from malaunch.job.restart import REPLACEABLE, RestartPolicy, decide, replacement
 from malaunch.job.success import ALL_WORKERS, CHIEF
 from malaunch.log import logger
 
 CAPTURE_TIMEOUT = 15.0  # seconds for every node to send its stacks after a hang
 RUNNING_OR_RESTARTING = ("running", "capturing", "restarting")
-
-
-class Transport(Protocol):
-    """How commands reach the nodes (node 0 itself included)."""
-
-    def broadcast(self, message: Message) -> None: ...
-
-
-class Scheduler(Protocol):
-    """The event loop's clock and timers."""
-
-    def now(self) -> float: ...
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> object: ...
-
-
-@dataclasses.dataclass
-class AttemptRecord:
-    """One attempt as the summary reports it."""
-
-    attempt: int
-    started: float
-    failure: Optional[Dict[str, Any]] = None
-    decision: Optional[str] = None
-    delay: Optional[float] = None
 
 
 class Coordinator:
@@ -100,7 +84,7 @@ class Coordinator:
         self.joined: Set[int] = set()
         self.ready: Set[int] = set()
         self.attempt = -1
-        self.phase = "joining"  # preparing, running, capturing, restarting, over
+        self.phase = "joining"  # preparing, running, capturing, restarting, telling, over
         self.done: Set[int] = set()
         self.ended: Set[int] = set()
         self.failure: Optional[Dict[str, Any]] = None
@@ -110,13 +94,16 @@ class Coordinator:
         self.replacing = Replacements(scheduler.now, wall)
         self.restart_at: Optional[float] = None  # when the next attempt may start (back-off)
         self.restart_pending = False  # its start is scheduled
+        self.verdict: Optional[Message] = None  # the final stop, for nodes that join after it
 
     # -- the channel ----------------------------------------------------------------------
 
     def join(self, node: int, host: Optional[str] = None) -> None:
         """Node ``node``'s launcher joined (``host``: the address it says it has)."""
         self.joined.add(node)
-        if self.phase == "restarting":
+        if self.phase == "telling":
+            self._tell_late_joiner(node)
+        elif self.phase == "restarting":
             self._rejoined(node, host)
         elif self.phase == "joining" and len(self.joined) == self.nnodes:
             self.phase = "preparing"  # --wait-timeout is met: staging takes what it takes
@@ -139,11 +126,26 @@ class Coordinator:
     def missing(self) -> List[int]:
         return sorted(set(range(self.nnodes)) - self.joined)
 
+    def _tell_late_joiner(self, node: int) -> None:
+        """The job ended before its start: a node that joins now hears why at once; once
+        every node has heard, node 0 may leave."""
+        assert self.verdict is not None
+        self.transport.tell(node, self.verdict)
+        if not self.missing():
+            self.phase = "over"
+
+    def stop_telling(self) -> None:
+        """Node 0's launcher leaves (it was signalled): the nodes still to join go untold."""
+        if self.phase == "telling":
+            self.phase = "over"
+
     def join_timed_out(self) -> None:
-        """Not every node came before ``--wait-timeout``: the job cannot start."""
+        """Not every node came before ``--wait-timeout``: the job cannot start (or, ended
+        before its start, it has told every node that came)."""
         if self.phase == "joining":
-            failure = {"kind": "absent", "node": None, "nodes": self.missing(), "code": None}
-            self._over(failure, "nodes never joined")
+            self._over(absent(self.missing()), "nodes never joined")
+        elif self.phase == "telling":
+            self.phase = "over"
 
     def lost(self, node: int) -> None:
         """Node ``node``'s launcher disappeared (connection closed or heartbeats stopped)."""
@@ -206,9 +208,11 @@ class Coordinator:
             self._replace(failure)
             return
         if self.phase in ("joining", "preparing"):
-            # nothing has started: no restart can mend a stage-in that failed, and the
-            # others must not wait for a node that is gone
+            # nothing has started: no restart can mend a plan or a stage-in that failed, and
+            # the others must not wait for a node that is gone
             self._over(failure, "a node failed before the job started")
+            if self.missing():
+                self.phase = "telling"  # who joins later hears why as it joins
             return
         if self.phase not in ("running", "capturing") or self.failure is not None:
             if self.phase == "restarting" and failure.get("kind") == "stage-in":
@@ -247,7 +251,8 @@ class Coordinator:
             self.records[-1].decision = reason
         stop = {"t": "stop", "attempt": self.attempt, "final": True, "failure": failure}
         extra = {**self.replacing.start_fields(), **({"said": said} if said else {})}
-        self.transport.broadcast({**stop, "decision": reason, **extra})
+        self.verdict = {**stop, "decision": reason, **extra}
+        self.transport.broadcast(self.verdict)
 
     def _ended(self, node: int) -> None:
         self.ended.add(node)
@@ -373,21 +378,7 @@ class Coordinator:
     def _captured(self, attempt: int) -> None:
         if self.phase != "capturing" or attempt != self.attempt or self.hang is None:
             return
-        entries = [entry for node_entries in self.stacks.values() for entry in node_entries]
-        verdict = odd_ones(entries)
-        hung = [
-            e
-            for e in entries
-            if (e.get("node"), e.get("rank")) == (self.hang.get("node"), self.hang.get("rank"))
-        ]
-        stack_file = hung[0].get("file") if hung else None
-        hang = {
-            **self.hang,
-            **verdict,
-            "stack_file": stack_file,
-            "nodes_reporting": sorted(self.stacks),
-            "nodes_silent": sorted(set(range(self.nnodes)) - set(self.stacks)),  # given up on
-        }
+        hang = hang_record(self.hang, self.stacks, self.nnodes)
         failure = {
             "kind": "hang",
             "node": hang.get("node"),

@@ -95,6 +95,9 @@ def encode(message: Message) -> bytes:
     return data
 
 
+PING = encode({"t": "ping"})  # the heartbeat, both ways: the one message sent by the thousand
+
+
 def send(sock: socket.socket, message: Message) -> None:
     """Send one message; OSError (timeout included) means the peer is gone."""
     sock.sendall(encode(message))

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from malaunch.job.protocol import Message
 
 MAX_HOST = 253  # a DNS name's longest form; longer is no address
+MAX_NAMED = 64  # absent nodes a stop names (it goes to every node: one bounded message)
 
 
 @dataclasses.dataclass
@@ -119,6 +120,28 @@ def waiting_stop(
         "replace": replace,
         "rejoin_timeout": timeout,
     }
+
+
+def absent(missing: List[int]) -> Dict[str, Any]:
+    """The failure of a job whose nodes ``missing`` never joined: the first
+    :data:`MAX_NAMED` of them, and how many there were."""
+    named = missing[:MAX_NAMED]
+    return {
+        "kind": "absent",
+        "node": None,
+        "nodes": named,
+        "node_count": len(missing),
+        "code": None,
+    }
+
+
+def absent_nodes(failure: Dict[str, Any]) -> str:
+    """``[1, 2]``: the nodes an ``absent`` failure names; past them, ``[1, 2, ..., 64] and
+    9,935 more``."""
+    nodes, count = failure.get("nodes"), failure.get("node_count")
+    if isinstance(nodes, list) and isinstance(count, int) and count > len(nodes):
+        return f"{nodes} and {count - len(nodes):,} more"
+    return str(nodes)
 
 
 def never_came_back(node: int, timeout: float) -> Tuple[Dict[str, Any], str]:

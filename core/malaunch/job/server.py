@@ -19,36 +19,38 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import select
 import socket
+import time
 from typing import Callable, Dict, Optional, Tuple
 
 from malaunch.events import EventLoop, Timer
 from malaunch.job.admission import WaitingRoom
 from malaunch.job.protocol import (
+    PING,
     PROTOCOL_VERSION,
     SEND_TIMEOUT,
     LineReader,
     Message,
     ProtocolError,
+    encode,
     new_nonce,
     nonce_ok,
     proof_ok,
-    send,
     welcome_proof,
 )
 from malaunch.job.replacement import host_of
 from malaunch.job.settings import JobSettings
+from malaunch.job.sockets import Outbox, listen, pending, source_host, source_text
 from malaunch.job.throttle import Throttle
 from malaunch.log import logger
 
 HANDSHAKE_TIMEOUT = 3.0  # a node answers within a round trip; a silent stranger goes then
-MAX_STRANGERS = 256
+MAX_STRANGERS = 256  # plus one for each node that has not joined: see _room_size
 # Each stranger's guaranteed time to answer before it may be evicted: many round trips, yet
 # short enough that 256 slots admit about 1,000 connections a second behind a flood.
 MIN_CHANCE = 0.25
 ACCEPT_BATCH = 32  # accepts per readable event: then the handshakes already waiting get read
-BACKLOG = 4096  # connections the kernel queues for us (capped by net.core.somaxconn)
+CLOSE_FLUSH = 1.0  # seconds all peers share, at close, to take what still waits for them
 OUT_OF_FILES_PAUSE = 0.1  # seconds without accepting when the launcher is out of descriptors
 RECV_CHUNK = 65536
 MAX_WARNINGS = 5  # per peer: a babbling node must not flood the launcher's own log
@@ -60,13 +62,20 @@ class _Connection:
     sock: socket.socket
     address: str
     reader: LineReader
+    host: str  # the source address without the port: what admission counts by
     nonce: str = ""
-    host: str = ""  # the source address without the port: what admission counts by
     node: Optional[int] = None
     last_seen: float = 0.0
     said_bye: bool = False
     timer: Optional[Timer] = None
     warnings: int = 0
+    outbox: Outbox = dataclasses.field(init=False)  # what waits to be sent to it
+
+
+def connections_held(nnodes: int) -> int:
+    """The most connections node 0 holds at once: every other node, and the strangers its
+    waiting room lets wait (the room shrinks as nodes join: together they stay this many)."""
+    return nnodes - 1 + MAX_STRANGERS
 
 
 class ChannelServer:
@@ -79,24 +88,28 @@ class ChannelServer:
         on_join: Callable[[int, Optional[str]], None],
         on_report: Callable[[int, Message], None],
         on_lost: Callable[[int], None],
+        *,
+        listener: Optional[socket.socket] = None,
     ) -> None:
         self.loop = loop
         self.settings = settings
         self.on_join = on_join
         self.on_report = on_report
         self.on_lost = on_lost
-        self.listener = _listen(settings.port)
+        # Bound before anything that can fail on node 0 (listen()): the nodes that came
+        # meanwhile wait in the backlog, and hear why if the job ends before its start.
+        self.listener = listener if listener is not None else listen(settings.port)
         self.strangers: Dict[int, _Connection] = {}
-        self.room: WaitingRoom[int] = WaitingRoom(MAX_STRANGERS, MIN_CHANCE)
         self.peers: Dict[int, _Connection] = {}
+        self.room: WaitingRoom[int] = WaitingRoom(self._room_size(), MIN_CHANCE)
         self.closed = False
         self.paused: Optional[Timer] = None  # accepting resumes when it fires
         self.turned_away = Throttle(
             loop,
             burst=1,
             summary=lambda count, seconds: (
-                f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
-                f"closed {count} more of the oldest in {seconds:.0f}s"
+                f"job channel: too many unauthenticated connections ({self.room.capacity} "
+                f"waiting): closed {count} more of the oldest in {seconds:.0f}s"
             ),
         )
         self.rejections = Throttle(
@@ -112,17 +125,15 @@ class ChannelServer:
     # -- sending --------------------------------------------------------------------------
 
     def broadcast(self, message: Message) -> None:
-        for node in sorted(self.peers):
-            self.send(node, message)
+        """Send ``message`` to every node: encoded once, whatever the node count."""
+        data = encode(message)
+        for peer in list(self.peers.values()):
+            peer.outbox.write(data)
 
     def send(self, node: int, message: Message) -> None:
         peer = self.peers.get(node)
-        if peer is None:
-            return
-        try:
-            send(peer.sock, message)
-        except OSError as exc:
-            self._drop(peer, f"cannot send to node {node}: {exc}")
+        if peer is not None:
+            peer.outbox.write(encode(message))
 
     # -- accepting and handshakes ---------------------------------------------------------
 
@@ -152,20 +163,25 @@ class ChannelServer:
             self._pause(now + MIN_CHANCE if when is None else when)
             return False
         conn = self.strangers[key]
-        if _pending(conn.sock):
+        if pending(conn.sock):
             self._readable(conn)  # its hello came in this very round: read it, do not evict it
         if conn.node is None and key in self.room:
             silent = now - self.room.waiting[key][1]
             self.turned_away.warn(
-                f"job channel: too many unauthenticated connections ({MAX_STRANGERS} waiting): "
+                f"job channel: too many unauthenticated connections ({len(self.room)} waiting): "
                 f"closed {conn.address}, silent for {silent:.1f}s"
             )
             self._forget(conn)
             with contextlib.suppress(OSError):  # a hint for a node's error, nothing it trusts
-                conn.sock.setblocking(False)
                 conn.sock.send(b'{"t":"busy"}\n')
             self._close(conn)
         return not self.room.full()
+
+    def _room_size(self) -> int:
+        """Room for :data:`MAX_STRANGERS` strangers, plus one for each node still expected: a
+        whole job's nodes connecting at once are all let in to answer, none taken for a flood
+        and closed. Peers and strangers together stay within nodes - 1 + MAX_STRANGERS."""
+        return MAX_STRANGERS + max(0, self.settings.nnodes - 1 - len(self.peers))
 
     def _pause(self, until: float) -> None:
         """Leave new connections in the backlog (in order) until ``until``."""
@@ -181,14 +197,16 @@ class ChannelServer:
 
     def _greet(self, sock: socket.socket, address: Tuple[object, ...]) -> None:
         """Challenge a new connection and give it a place in the waiting room."""
-        where = _address(address)
-        sock.settimeout(SEND_TIMEOUT)
-        conn = _Connection(sock, where, LineReader(), nonce=new_nonce(), host=_host(address))
+        sock.setblocking(False)  # here as for every connection: see malaunch.job.sockets
+        conn = _Connection(sock, source_text(address), LineReader(), source_host(address))
+        conn.nonce = new_nonce()
+        challenge = {"t": "challenge", "nonce": conn.nonce, "version": PROTOCOL_VERSION}
         try:
-            send(sock, {"t": "challenge", "nonce": conn.nonce, "version": PROTOCOL_VERSION})
+            sock.send(encode(challenge))  # an empty socket buffer takes it whole
         except OSError:
             sock.close()
             return
+        conn.outbox = Outbox(self.loop, sock, lambda why: self._unsendable(conn, why))
         self.strangers[sock.fileno()] = conn
         self.room.add(sock.fileno(), conn.host, self.loop.now())
         conn.timer = self.loop.call_later(HANDSHAKE_TIMEOUT, lambda: self._timeout(conn))
@@ -205,7 +223,10 @@ class ChannelServer:
 
     def _timeout(self, conn: _Connection) -> None:
         if conn.node is None and self.strangers.get(conn.sock.fileno()) is conn:
-            self._reject(conn, f"no handshake within {HANDSHAKE_TIMEOUT:g}s")
+            if pending(conn.sock):
+                self._readable(conn)  # its hello waits behind a busy round: read it first
+            if conn.node is None and self.strangers.get(conn.sock.fileno()) is conn:
+                self._reject(conn, f"no handshake within {HANDSHAKE_TIMEOUT:g}s")
 
     def _hello(self, conn: _Connection, message: Message) -> None:
         node = message.get("node")
@@ -224,14 +245,18 @@ class ChannelServer:
             self._forget(conn)
             conn.node, conn.last_seen = node, self.loop.now()
             self.peers[node] = conn
-            try:
-                # The node trusts nothing from us before this proof (mutual authentication).
-                welcome = {"t": "welcome", "proof": welcome_proof(self.settings.token, str(theirs))}
-                send(conn.sock, welcome)
-            except OSError as exc:
-                self._drop(conn, f"cannot welcome node {node}: {exc}")
-                return
+            self.room.capacity = self._room_size()
+            # The node trusts nothing from us before this proof (mutual authentication).
+            welcome = {"t": "welcome", "proof": welcome_proof(self.settings.token, str(theirs))}
+            conn.outbox.write(encode(welcome))
+            if self.peers.get(node) is not conn:
+                return  # the welcome could not be sent: dropped
             logger.debug(f"job channel: node {node} joined from {conn.address}")
+            failure = message.get("failure")
+            if isinstance(failure, dict):
+                # A node that could not start says why in its hello: the job ends before the
+                # "prepare" its join would bring (and a stage-in it would begin elsewhere).
+                self.on_report(node, {"t": "failed", "attempt": -1, "failure": failure})
             self.on_join(node, host_of(message))
 
     def _reject(self, conn: _Connection, why: str) -> None:
@@ -244,17 +269,26 @@ class ChannelServer:
     def _readable(self, conn: _Connection) -> None:
         try:
             data = conn.sock.recv(RECV_CHUNK)
-        except OSError as exc:
-            data, reason = b"", f"connection error: {exc}"
-        else:
-            reason = "connection closed"
-        if not data:
-            if conn.node is None:
-                self._forget(conn)
-                self._close(conn)
-            else:
-                self._drop(conn, reason)
+        except BlockingIOError:
             return
+        except OSError as exc:
+            self._closed(conn, f"connection error: {exc}")
+            return
+        if not data:
+            self._closed(conn, "connection closed")
+        elif data == PING and conn.node is not None and not conn.reader.buffer:
+            conn.last_seen = self.loop.now()  # most of what node 0 reads: no parsing needed
+        else:
+            self._received(conn, data)
+
+    def _closed(self, conn: _Connection, reason: str) -> None:
+        if conn.node is None:
+            self._forget(conn)
+            self._close(conn)
+        else:
+            self._drop(conn, reason)
+
+    def _received(self, conn: _Connection, data: bytes) -> None:
         try:
             for message in conn.reader.feed(data):
                 if conn.node is None:
@@ -297,22 +331,33 @@ class ChannelServer:
     # -- liveness -------------------------------------------------------------------------
 
     def _heartbeat(self) -> None:
+        """Beat every node; one that has not answered for the timeout is lost. A node only
+        answers beats, so when this beat comes late (node 0's own loop was held up, and sent
+        none), silence says nothing of the nodes: they are judged from the next beat on."""
         if self.closed:
             return
         now = self.loop.now()
-        for node, peer in sorted(self.peers.items()):
-            silent = now - peer.last_seen
-            if silent > self.settings.heartbeat_timeout:
+        judged = now - self._beat.when <= self.settings.heartbeat_interval
+        timeout = self.settings.silence_timeout
+        for peer in list(self.peers.values()):
+            silent, stuck = now - peer.last_seen, peer.outbox.waited(now)
+            if judged and silent > timeout:
                 self._drop(peer, f"no heartbeat for {silent:.1f}s")
+            elif judged and stuck > SEND_TIMEOUT:
+                self._unsendable(peer, f"it took nothing for {stuck:.1f}s")
             else:
-                self.send(node, {"t": "ping"})
+                peer.outbox.write(PING)
         self._beat = self.loop.call_later(self.settings.heartbeat_interval, self._heartbeat)
+
+    def _unsendable(self, conn: _Connection, why: str) -> None:
+        self._drop(conn, f"cannot send to node {conn.node}: {why}")
 
     def _drop(self, conn: _Connection, reason: str) -> None:
         node = conn.node
         if node is None or self.peers.get(node) is not conn:
             return
         del self.peers[node]
+        self.room.capacity = self._room_size()
         self._close(conn)
         if conn.said_bye:
             logger.debug(f"job channel: node {node} left")
@@ -321,6 +366,7 @@ class ChannelServer:
         self.on_lost(node)
 
     def _close(self, conn: _Connection) -> None:
+        conn.outbox.close()
         self.loop.remove_reader(conn.sock.fileno())
         conn.sock.close()
 
@@ -332,47 +378,16 @@ class ChannelServer:
             self.paused.cancel()
         self.turned_away.close()
         self.rejections.close()
+        # What still waits (a last stop for a node slow to read) gets a short, shared while.
+        deadline = time.monotonic() + CLOSE_FLUSH
+        for conn in self.peers.values():
+            conn.outbox.drain(deadline)
         for conn in [*self.strangers.values(), *self.peers.values()]:
             if conn.timer is not None:
                 conn.timer.cancel()
             self._close(conn)
         self.strangers.clear()
-        self.room = WaitingRoom(MAX_STRANGERS, MIN_CHANCE)
         self.peers.clear()
+        self.room = WaitingRoom(MAX_STRANGERS, MIN_CHANCE)
         self.loop.remove_reader(self.listener.fileno())
         self.listener.close()
-
-
-def _listen(port: int) -> socket.socket:
-    """A listening socket on every interface, IPv6 and IPv4 where the host has both, with a
-    backlog deep enough to queue a flood in front of a node (the kernel caps it at somaxconn)."""
-    if socket.has_dualstack_ipv6():
-        listener = socket.create_server(
-            ("", port),
-            family=socket.AF_INET6,
-            dualstack_ipv6=True,
-            reuse_port=False,
-            backlog=BACKLOG,
-        )
-    else:
-        listener = socket.create_server(("", port), backlog=BACKLOG)
-    listener.setblocking(False)
-    return listener
-
-
-def _host(address: Tuple[object, ...]) -> str:
-    host = str(address[0])
-    return host[len("::ffff:") :] if host.startswith("::ffff:") else host
-
-
-def _address(address: Tuple[object, ...]) -> str:
-    host, port = _host(address), address[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _pending(sock: socket.socket) -> bool:
-    """Whether ``sock`` has something to read (bytes or end of file), without waiting: a
-    socket with a timeout would wait that long in ``recv`` even with MSG_DONTWAIT."""
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    return bool(poller.poll(0))

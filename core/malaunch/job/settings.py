@@ -24,6 +24,11 @@ from malaunch.job.protocol import derive_token
 from malaunch.models import Topology
 
 DEFAULT_HEARTBEAT_TIMEOUT = 5.0
+BEATS_PER_TIMEOUT = 5  # how often each side says it is alive, per heartbeat timeout
+# Node 0 beats every node and reads every answer: at most this many of each a second, so that
+# its CPU stays a few percent of one core at 10,000 nodes. Above it the interval grows.
+HEARTBEATS_PER_SECOND = 3000
+MIN_BEATS_PER_TIMEOUT = 3  # a grown interval grows the timeout too: 3 beats fit in one
 HASHED_PORTS = (20000, 10000)  # first port, how many
 
 
@@ -46,8 +51,18 @@ class JobSettings:
 
     @property
     def heartbeat_interval(self) -> float:
-        """How often each side says it is alive: a few beats fit in one timeout."""
-        return max(0.05, self.heartbeat_timeout / 5)
+        """How often node 0 beats (and each node answers): five times per timeout, or every
+        ``(nnodes - 1) / HEARTBEATS_PER_SECOND`` seconds when that is longer (above 3,000
+        nodes), so that node 0 never handles more than that many beats a second."""
+        spread = (self.nnodes - 1) / HEARTBEATS_PER_SECOND
+        return max(0.05, self.heartbeat_timeout / BEATS_PER_TIMEOUT, spread)
+
+    @property
+    def silence_timeout(self) -> float:
+        """Silence after which the other side is lost: ``--heartbeat-timeout``, or three
+        intervals where the interval has grown past a third of it (above 5,000 nodes at the
+        default 5 s: 10 s at 10,000 nodes)."""
+        return max(self.heartbeat_timeout, MIN_BEATS_PER_TIMEOUT * self.heartbeat_interval)
 
 
 def job_port(topology: Topology, requested: Optional[int]) -> int:

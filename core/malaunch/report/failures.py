@@ -100,8 +100,11 @@ def describe(failure: Failure) -> str:
         return f"{who}{where} hung (silent past --hang-timeout)"
     if failure.kind == "lost":
         return f"node {failure.node} was lost"
-    if failure.kind == "stage-in":
-        return f"node {failure.node}'s stage-in failed with exit code {failure.code}"
+    # prestart: the launcher could not plan, or set up what the start needs
+    before_start = {"stage-in": "stage-in failed", "prestart": "launcher failed before the start"}
+    if failure.kind in before_start:
+        said = before_start[failure.kind]
+        return f"node {failure.node}'s {said} with exit code {failure.code}"
     if failure.signal:
         return f"{who}{where} died of {failure.signal}"
     if failure.kind in ("launch", "absent"):

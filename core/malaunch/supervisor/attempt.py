@@ -23,6 +23,7 @@ from malaunch.errors import ExitCode, LaunchError
 from malaunch.events import EventLoop, Timer
 from malaunch.hang.watch import HangSettings, HangWatch, Watched
 from malaunch.job.protocol import Message
+from malaunch.job.replacement import absent_nodes
 from malaunch.job.success import CHIEF_ROLE
 from malaunch.log import logger
 from malaunch.stopping import TERMINATING
@@ -362,10 +363,13 @@ def describe_failure(failure: Dict[str, Any]) -> str:
         ending = f"was killed by {failure.get('signal')}"
     phrases = {
         "lost": f"node {node}'s launcher was lost",
-        "absent": f"nodes {failure.get('nodes')} never joined the job",
+        "absent": f"nodes {absent_nodes(failure)} never joined the job",
         "hang": f"{where} hung (--hang-timeout)",
         "signal": f"{where}'s launcher received {failure.get('signal')}",
         "launch": f"{where} could not start a process",
         "stage-in": f"{where}'s stage-in failed with exit code {failure.get('code')}",
+        # malaunch.supervisor.prestart: it could not plan, or set up what the start needs
+        "prestart": f"{where}'s launcher failed before the start with exit code "
+        f"{failure.get('code')}: {failure.get('reason')}",
     }
     return phrases.get(str(kind), f"{where} {ending}")

@@ -11,7 +11,7 @@ Whichever it is, the node sees two calls: :meth:`JobLink.report` to tell the job
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from malaunch.events import EventLoop
 from malaunch.job.client import ChannelClient
@@ -24,6 +24,10 @@ from malaunch.models import Topology
 from malaunch.net import free_port
 from malaunch.progress import LIVE_EVERY, Waiting
 from malaunch.supervisor.options import SuperviseOptions
+from malaunch.wording import spans
+
+SHOWN_NODES = 8  # nodes named one by one in the wait's line; past it, spans
+MAX_SPANS_TEXT = 200  # characters of spans in that line
 
 
 class JobLink:
@@ -66,6 +70,8 @@ class JobLink:
         """Join node 0 (other nodes), or set up the coordinator (node 0, one-node jobs)."""
         settings = self.options.job
         self.on_lost = on_lost
+        # From now on this node tells the job itself (before, malaunch.supervisor.prestart did).
+        listener = self.options.channel.adopt() if self.options.channel is not None else None
         if settings is not None and not settings.serves:
             self.client = ChannelClient(self.loop, settings, self._heard, on_lost)
             self.client.join(interrupted)
@@ -87,6 +93,7 @@ class JobLink:
                 on_join=self.coordinator.join,
                 on_report=self.coordinator.report,
                 on_lost=self.coordinator.lost,
+                listener=listener,
             )
             self.loop.call_later(settings.wait_timeout, self.coordinator.join_timed_out)
             self.waiting = Waiting(
@@ -101,6 +108,11 @@ class JobLink:
         if self.server is not None:
             self.server.broadcast(message)
         self.loop.call_later(0, lambda: self.on_command(message))
+
+    def tell(self, node: int, message: Message) -> None:
+        """A command for one other node (a node that joins after the job ended)."""
+        if self.server is not None:
+            self.server.send(node, message)
 
     def _heard(self, message: Message) -> None:
         """A command from node 0 (other nodes): note the attempt it starts, pass it on."""
@@ -191,16 +203,24 @@ class JobLink:
             waiting.done()
             waiting = self.waiting = Waiting("the other nodes to stage in", clock=self.loop.now)
             self.waiting_for_ready = True
-        if coordinator.phase not in ("joining", "preparing"):
+        if coordinator.phase not in ("joining", "preparing", "telling"):
             waiting.done()
             return
-        if coordinator.phase == "joining":
-            missing = ", ".join(str(node) for node in coordinator.missing())
-            waiting.update(f"not yet: node {missing}", settings.wait_timeout)
+        if coordinator.phase in ("joining", "telling"):  # telling: why the job ends
+            waiting.update(f"not yet: {_nodes(coordinator.missing())}", settings.wait_timeout)
         elif 0 in coordinator.ready:  # while node 0 stages in, its own line says so
             unready = sorted(set(range(coordinator.nnodes)) - coordinator.ready)
-            waiting.update(f"not ready yet: node {', '.join(map(str, unready))}")
+            waiting.update(f"not ready yet: {_nodes(unready)}")
         self.loop.call_later(LIVE_EVERY, self._join_progress)
+
+    def may_leave(self) -> bool:
+        """Node 0 stays while the job, ended before its start, tells the nodes that join."""
+        return self.coordinator is None or self.coordinator.phase != "telling"
+
+    def leave(self) -> None:
+        """Node 0 was signalled: it tells no more nodes, it leaves."""
+        if self.coordinator is not None:
+            self.coordinator.stop_telling()
 
     def close(self) -> None:
         if self.waiting is not None:
@@ -209,3 +229,15 @@ class JobLink:
             self.client.close()
         if self.server is not None:
             self.server.close()
+
+
+def _nodes(nodes: List[int]) -> str:
+    """``node 1, 2``; past a few, a count and the spans, cut short: a line every 10 s while
+    thousands of nodes join must stay a line (``9,998 nodes: 1-4211,4213-9999``)."""
+    if len(nodes) <= SHOWN_NODES:
+        return f"node {', '.join(map(str, nodes))}"
+    folded = spans(nodes)
+    if len(folded) > MAX_SPANS_TEXT:
+        cut = folded.rfind(",", 0, MAX_SPANS_TEXT)  # > 0: no span is 200 characters long
+        folded = folded[:cut] + ",..."
+    return f"{len(nodes):,} nodes: {folded}"

@@ -20,7 +20,7 @@ from malaunch.errors import ExitCode, LaunchError, MalaunchError, PeerError
 from malaunch.events import EventLoop
 from malaunch.hang.heartbeat import HeartbeatSocket
 from malaunch.job.protocol import Message
-from malaunch.job.replacement import hosts_of, losses_of
+from malaunch.job.replacement import absent_nodes, hosts_of, losses_of
 from malaunch.log import logger
 from malaunch.models import LaunchPlan, ProcessSpec
 from malaunch.supervisor.attempt import Attempt, StartAgain, describe_failure, waiting_line
@@ -122,7 +122,8 @@ class NodeRun:
                     self.finished = True  # it leaves; the others wait for its replacement
         if self.attempt is None and not self.finished and self.link.rejoin_since is not None:
             self._rejoin()
-        return self.finished and self.preparing is None  # a cancelled stage-in ends first
+        # a cancelled stage-in ends first; node 0 tells later nodes why a job ended unstarted
+        return self.finished and self.preparing is None and self.link.may_leave()
 
     # -- preparing ------------------------------------------------------------------------
 
@@ -211,7 +212,7 @@ class NodeRun:
             return  # this node's own failed preparation: its error is the line to show
         if failure.get("kind") == "absent":
             self.error = PeerError(
-                f"node launchers {failure.get('nodes')} never joined the job channel within "
+                f"node launchers {absent_nodes(failure)} never joined the job channel within "
                 f"--wait-timeout (is malaunch started on every node, with the same --job-port?)"
             )
             return
@@ -332,9 +333,10 @@ class NodeRun:
 
     def _signalled_between_attempts(self, signum: int) -> None:
         if self.finished:
-            # A second signal while a cancelled stage-in ends: stop waiting for it (SPEC §6,
-            # a second signal escalates).
+            # A second signal while a cancelled stage-in ends, or node 0 tells nodes that join
+            # why the job ended: stop waiting for either (SPEC §6, a second signal escalates).
             self._abandon_preparation("a second signal")
+            self.link.leave()
             return
         logger.warning(f"received {signal.Signals(signum).name} while no process runs: stopping")
         code = ExitCode.for_signal(signum)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
 
 from malaunch.errors import MalaunchError
@@ -27,6 +28,14 @@ class Finished:
 
 # Called with the signal that stopped the launcher (None when nothing did).
 FinishHook = Callable[[Optional[int]], Finished]
+
+
+class Handover(Protocol):
+    """The job channel as the launch set it up before the start
+    (:class:`malaunch.supervisor.prestart.EarlyChannel`): :meth:`adopt` hands it to the running
+    node, which from then on tells the job itself; it returns node 0's bound listener."""
+
+    def adopt(self) -> Optional[socket.socket]: ...
 
 
 class Preparation(Protocol):
@@ -80,6 +89,8 @@ class SuperviseOptions:
     (:mod:`malaunch.job.success`).
     ``run_started`` is called once, when the first attempt's processes have started (the
     launch's run folder then becomes its log dir's ``latest``: :mod:`malaunch.supervisor.runs`).
+    ``channel``: the job channel node 0 already listens on (see :class:`Handover`; None: the
+    node sets it up itself).
     """
 
     log_dir: str
@@ -107,3 +118,4 @@ class SuperviseOptions:
     replace_lost: Optional[float] = None
     success_policy: str = ALL_WORKERS
     run_started: Optional[Callable[[], None]] = None
+    channel: Optional[Handover] = None

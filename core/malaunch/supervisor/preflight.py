@@ -19,7 +19,7 @@ import resource
 from typing import Optional, Tuple
 
 from malaunch.errors import LaunchError
-from malaunch.models import LaunchPlan
+from malaunch.models import LaunchPlan, Topology
 from malaunch.net import taken_anywhere
 
 # Descriptors of the launcher besides those of its processes: the event loop, the signal and
@@ -37,28 +37,32 @@ NR_OPEN = "/proc/sys/fs/nr_open"
 _found: Optional[Tuple[int, int]] = None
 
 
+def check_job_port(topology: Topology, job_port: Optional[int]) -> None:
+    """On node 0, before it listens on the job port: LaunchError (71) if that port is the
+    master port too, or already taken. Other nodes have nothing to check."""
+    if topology.node_rank != 0 or job_port is None:
+        return
+    if job_port == topology.master_port:
+        msg = f"the job port and the master port are both {job_port}: give --job-port another one"
+        raise LaunchError(msg)
+    what, option = f"job port {job_port}", "--job-port or MALAUNCH_JOB_PORT"
+    _check(job_port, what, option, topology.master_addr)
+
+
 def check_ports(plan: LaunchPlan, job_port: Optional[int] = None) -> None:
     """On node 0, fail with LaunchError (71) if the master port or the job channel's port is
-    already taken (or both are the same port). Other nodes have nothing to check."""
+    already taken (or both are the same port). Other nodes have nothing to check. A launch
+    checks the job port before it listens there (:func:`check_job_port`), this one after."""
     topology = plan.topology
     if topology.node_rank != 0:
         return
+    check_job_port(topology, job_port)
     port = topology.master_port
-    if job_port is not None and job_port == port:
-        msg = f"the job port and the master port are both {port}: give --job-port another one"
-        raise LaunchError(msg)
     if port is not None:
         _check(
             port,
             f"master port {port}",
             "--master-port or MALAUNCH_MASTER_PORT",
-            topology.master_addr,
-        )
-    if job_port is not None:
-        _check(
-            job_port,
-            f"job port {job_port}",
-            "--job-port or MALAUNCH_JOB_PORT",
             topology.master_addr,
         )
 
@@ -128,8 +132,11 @@ def check_open_files(processes: int, peers: int = 0, hang: bool = False) -> None
     if soft == resource.RLIM_INFINITY or needed <= soft:
         return
     shown = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    what = f"{processes} processes"
+    if peers:  # node 0: the job channel holds a connection to every other node
+        what += f" and the job channel's {peers} connections (other nodes, strangers)"
     msg = (
-        f"{processes} processes need about {needed} open files in the launcher, but "
+        f"{what} need about {needed} open files in the launcher, but "
         f"RLIMIT_NOFILE allows {soft} (hard limit {shown}; `ulimit -n`, `ulimit -Hn`): raise "
         "the nofile limit of the container or host, or start fewer processes on this node"
     )

@@ -2,7 +2,7 @@
 
 JSON shape (a contract for platforms and tests)::
 
-    {"exit_code": int, "node": int,
+    {"exit_code": int, "node": int, "nodes": int,          # this node, the job's node count
      "first_failure": {process entry, "tail": [str], "exception": str | null,
                        "tail_file": str, "error": {error} | null} | null,
                                                     # this node's own first failure, with the
@@ -92,9 +92,13 @@ def process_entry(child: Child) -> Dict[str, Any]:
 
 
 def build_summary(
-    outcomes: List[Outcome], tail_lines: int = 20, tail_reader: TailReader = own_log
+    outcomes: List[Outcome],
+    tail_lines: int = 20,
+    tail_reader: TailReader = own_log,
+    nodes: int = 1,
 ) -> Dict[str, Any]:
-    """The summary JSON document of a run (processes of its last attempt)."""
+    """The summary JSON document of a run (processes of its last attempt) on one node of a job
+    of ``nodes`` nodes."""
     last = outcomes[-1]
     failure = last.first_failure
     job_failure = last.job_failure
@@ -107,6 +111,7 @@ def build_summary(
     return {
         "exit_code": last.exit_code,
         "node": last.node,
+        "nodes": nodes,
         "first_failure": first,
         "stopped_by": job_failure if last.exit_code == ExitCode.PEER_FAILED else None,
         "job_failure": job_failure,
@@ -182,13 +187,15 @@ def report(
     tail_reader: TailReader = own_log,
     *,
     console_dropped: int = 0,
+    nodes: int = 1,
 ) -> None:
     """Log the table and write the JSON file; put the failure's last lines up front.
 
     ``finished``: what the ``finish`` hook adds (data staging's ``staging`` record), and its
     error's code when the job itself succeeded. ``console_dropped``: console lines the
-    console writer dropped for a reader that did not keep up (said under the table)."""
-    summary = build_summary(outcomes, tail_lines, tail_reader)
+    console writer dropped for a reader that did not keep up (said under the table); ``nodes``:
+    the job's node count."""
+    summary = build_summary(outcomes, tail_lines, tail_reader, nodes)
     if finished is not None:
         summary.update(finished.summary)
         if finished.error is not None and summary["exit_code"] == 0:
@@ -226,8 +233,14 @@ def hang_line(hang: Dict[str, Any]) -> str:
     if not hang.get("culprits"):
         line += ": no rank singled out"
     silent = [node for node in hang.get("nodes_silent") or () if isinstance(node, int)]
+    count = hang.get("nodes_silent_count")
+    more = (
+        f" and {count - len(silent):,} more"
+        if isinstance(count, int) and count > len(silent)
+        else ""
+    )
     if silent:
-        line += f" (no stacks from {ranks(silent, 'node')} within {CAPTURE_TIMEOUT:g}s)"
+        line += f" (no stacks from {ranks(silent, 'node')}{more} within {CAPTURE_TIMEOUT:g}s)"
     return line
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from malaunch import console
+from malaunch.job.server import connections_held
 from malaunch.log import escape_controls, logger
 from malaunch.models import LaunchPlan
 from malaunch.supervisor.containment import Containment
@@ -45,7 +46,7 @@ def supervise(
     """
     selection = parse_console_ranks(options.console_ranks)
     job = options.job
-    peers = job.nnodes - 1 if job is not None and job.serves else 0
+    peers = connections_held(job.nnodes) if job is not None and job.serves else 0
     check_open_files(len(plan.processes), peers, hang=options.hang is not None)
     out, err = console.stdout(), console.stderr()  # made now: the loop flushes both
     for stream in (out, err):
@@ -85,6 +86,7 @@ def supervise(
                 finished,
                 options.tail_reader,
                 console_dropped=dropped,
+                nodes=plan.topology.nnodes,
             )
         finally:
             reaper.close()

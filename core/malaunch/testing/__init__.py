@@ -2,9 +2,12 @@
 
 Topology builders (``builders``), plan invariants (``checks``), running the installed command
 (``commands``), clean environments (``environment``), plans through the installed plugins
-(``planning``), fake distributions (``distributions``). The fixtures (``fixtures``) are an
+(``planning``), fake distributions (``distributions``): none of them needs pytest, so a
+plugin's own test runner (or a script) can use them. The fixtures (``fixtures``) are an
 opt-in pytest plugin, installed as the ``pytest11`` entry point ``malaunch``: they only define
-fixtures, so nothing changes for a test suite that does not ask for them.
+fixtures, so nothing changes for a test suite that does not ask for them. They are not
+imported here (pytest finds them through the entry point; ``pip install 'malaunch[testing]'``
+brings pytest).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from malaunch.testing.commands import (
 )
 from malaunch.testing.distributions import write_fake_distribution
 from malaunch.testing.environment import clean_env, read_env_file
-from malaunch.testing.fixtures import malaunch_env, malaunch_plan
 from malaunch.testing.planning import PlanFactory, make_plan
 
 __all__ = [
@@ -35,9 +37,7 @@ __all__ = [
     "make_ps_topology",
     "make_rank_table_topology",
     "make_topology",
-    "malaunch_env",
     "malaunch_executable",
-    "malaunch_plan",
     "pid_alive",
     "read_env_file",
     "read_summary",

@@ -3,9 +3,11 @@
 Two mistakes end in a job that trains alone and says nothing, so ``auto`` refuses both with
 exit 65 and one line:
 
-- **A nested launch.** ``malaunch`` run inside a worker that malaunch or torchrun started
-  (``MALAUNCH_CONTEXT``, ``TORCHELASTIC_RUN_ID``, ``GROUP_RANK``) would start a second set of
-  ranks under one that already has its place in a job.
+- **A nested launch.** ``malaunch`` run inside a worker that malaunch (``MALAUNCH_CONTEXT``)
+  or a framework's own launcher started would start a second set of ranks under one that
+  already has its place in a job. Each framework plugin declares its launcher's variables
+  (``Framework.launcher_vars``: torch_ddp declares torchrun's ``TORCHELASTIC_RUN_ID`` and
+  ``GROUP_RANK``); the pipeline passes them in.
 - **Alone in a job.** No source recognised the environment, yet it shows a distributed job:
   ``WORLD_SIZE`` above 1, a node ``RANK``, a ``MASTER_ADDR`` that is not this machine,
   Kubeflow's ``PET_*``, a Volcano host list of several hosts, MPI, PMIx or Slurm task counts and
@@ -36,12 +38,9 @@ from malaunch.wording import listing
 
 # The source ``auto`` falls back to (malaunch.topology.local, registered by name like any other).
 FALLBACK_SOURCE = "local"
-# Who sets each variable of a worker's environment, for the nested-launch message.
-NESTED_VARS = (
-    ("MALAUNCH_CONTEXT", "malaunch"),
-    ("TORCHELASTIC_RUN_ID", "torchrun"),
-    ("GROUP_RANK", "torchrun"),
-)
+# What malaunch itself gives every worker, and who that is, for the nested-launch message;
+# frameworks' launchers add theirs (Framework.launcher_vars).
+NESTED_VARS = (("MALAUNCH_CONTEXT", "malaunch worker"),)
 VC_TASK_VAR = re.compile(r"VC_(?P<task>[A-Z0-9_]+)_(?P<kind>HOSTS|NUM)")
 SHOWN_SIGNS = 6  # how many signs the message names before "... (N more)"
 SHOWN_VALUE = 40  # characters of a value the message keeps
@@ -73,16 +72,20 @@ def clip(value: str) -> str:
     return value if len(value) <= SHOWN_VALUE else value[:SHOWN_VALUE] + "..."
 
 
-def check_not_nested(env: Mapping[str, str]) -> None:
-    """Refuse to run inside a malaunch or torchrun worker."""
-    seen = [(name, who) for name, who in NESTED_VARS if envparse.get(env, name) is not None]
+def check_not_nested(env: Mapping[str, str], declared: Sequence[Tuple[str, str]] = ()) -> None:
+    """Refuse to run inside a malaunch worker, or one a framework's launcher started:
+    ``declared`` lists (variable, who sets it), as :meth:`PluginSet.launcher_vars` gives."""
+    seen: List[Tuple[str, str]] = []
+    for name, who in (*NESTED_VARS, *declared):
+        if envparse.get(env, name) is not None and name not in (n for n, _ in seen):
+            seen.append((name, who))
     if not seen:
         return
     names = listing([name for name, _ in seen])
     verb = "is" if len(seen) == 1 else "are"
     who = seen[0][1]
     msg = (
-        f"nested launch: {names} {verb} set, so this runs inside a {who} worker that already "
+        f"nested launch: {names} {verb} set, so this runs inside a {who} that already "
         "has its rank; run the command itself there, or start a separate job on purpose "
         "with --topology local"
     )

@@ -1,7 +1,9 @@
 """The example plugin's own tests, written with malaunch's author kit (malaunch.testing).
 
-``malaunch.testing`` is a pytest plugin installed with malaunch: its fixtures
-(``malaunch_plan``, ``malaunch_env``) are available without any import or conftest.
+``malaunch.testing``'s fixtures (``malaunch_plan``, ``malaunch_env``) are a pytest plugin
+installed with malaunch: with pytest installed (the ``test`` extra names ``malaunch[testing]``)
+they are available without any import or conftest. The helpers (``make_topology``,
+``run_cli``, ...) need no pytest.
 """
 
 from __future__ import annotations

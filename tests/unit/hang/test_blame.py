@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from malaunch.hang.blame import UNKNOWN, odd_ones, signature
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from malaunch.hang.blame import (
+    MAX_FRAME,
+    MAX_GROUPS,
+    MAX_LISTED,
+    UNKNOWN,
+    hang_record,
+    odd_ones,
+    signature,
+)
+from malaunch.job.protocol import MAX_MESSAGE, encode
 
 WAIT = "allreduce (distributed.py:2100)"
 STUCK = "recv (socket.py:50)"
@@ -123,3 +135,59 @@ def test_ranks_that_are_not_numbers_sort_last() -> None:
     verdict = odd_ones(entries)
     assert verdict["groups"][0] == {"frame": WAIT, "ranks": [0, 2, None]}
     assert verdict["culprits"] == [1, None]
+
+
+# -- the record fits one job channel message, whatever the job's size ---------------------
+
+FRAME_TEXT = st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=2000)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(
+    nodes=st.integers(min_value=1, max_value=3000),
+    per_node=st.integers(min_value=1, max_value=8),
+    frames=st.lists(FRAME_TEXT, min_size=1, max_size=300),
+    scatter=st.integers(min_value=1, max_value=50),
+)
+def test_the_record_of_any_hang_fits_one_message(
+    nodes: int, per_node: int, frames: List[str], scatter: int
+) -> None:
+    """Up to 24,000 ranks over up to 300 frames of up to 2,000 characters (any Unicode: six
+    or twelve bytes each as ASCII JSON): the stop that carries the record encodes within
+    MAX_MESSAGE, and each list cut short says how long it was."""
+    stacks: Dict[int, List[Dict[str, Any]]] = {
+        node: [
+            {"node": node, "rank": rank, "frames": [frames[rank % scatter % len(frames)]]}
+            for rank in range(node * per_node, (node + 1) * per_node)
+        ]
+        for node in range(nodes)
+    }
+    silent = {"node": 0, "rank": 0, "role": "worker", "seconds_silent": 30.0}
+    record = hang_record(silent, stacks, nodes)
+    failure = {"kind": "hang", "node": 0, "rank": 0, "role": "worker", "code": 124}
+    stop = {"t": "stop", "attempt": 0, "final": True, "failure": {**failure, "hang": record}}
+    assert len(encode({**stop, "decision": "no restart left (--max-restarts 0)"})) <= MAX_MESSAGE
+    ranks = nodes * per_node
+    groups = record["groups"]
+    assert len(groups) <= MAX_GROUPS
+    assert record.get("group_count", len(groups)) == len(
+        {e["frames"][0] for s in stacks.values() for e in s}
+    )
+    assert all(len(g["ranks"]) <= MAX_LISTED and len(g["frame"]) <= MAX_FRAME for g in groups)
+    if "group_count" not in record:
+        assert sum(g.get("rank_count", len(g["ranks"])) for g in groups) == ranks
+    assert len(record["culprits"]) <= MAX_LISTED
+    assert record.get("nodes_reporting_count", len(record["nodes_reporting"])) == nodes
+
+
+def test_ten_thousand_ranks_in_one_collective_are_one_counted_group() -> None:
+    stacks = {node: [{"node": node, "rank": node, "frames": [WAIT]}] for node in range(10_000)}
+    stacks[7] = [{"node": 7, "rank": 7, "frames": [STUCK]}]
+    record = hang_record({"node": 7, "rank": 7}, stacks, 10_000)
+    assert record["culprits"] == [7]
+    assert record["groups"] == [
+        {"frame": WAIT, "ranks": [r for r in range(MAX_LISTED + 1) if r != 7], "rank_count": 9999},
+        {"frame": STUCK, "ranks": [7]},
+    ]
+    assert record["nodes_reporting"] == list(range(MAX_LISTED))
+    assert record["nodes_reporting_count"] == 10_000

@@ -7,9 +7,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from malaunch.job.coordinator import CAPTURE_TIMEOUT, Coordinator
-from malaunch.job.protocol import Message
+from malaunch.job.protocol import Message, encode
 from malaunch.job.restart import RestartPolicy
 from malaunch.log import logger
+from malaunch.supervisor.attempt import describe_failure
 
 Callback = Callable[[], None]
 
@@ -20,6 +21,9 @@ class FakeTransport:
 
     def broadcast(self, message: Message) -> None:
         self.sent.append(message)
+
+    def tell(self, node: int, message: Message) -> None:
+        self.sent.append({**message, "to": node})
 
     def take(self) -> List[Message]:
         """What was broadcast since the last take."""
@@ -126,7 +130,7 @@ def test_join_timed_out_stops_the_job_naming_the_missing_nodes() -> None:
     job.coordinator.join(0)
     job.coordinator.join(2)
     job.coordinator.join_timed_out()
-    failure = {"kind": "absent", "node": None, "nodes": [1, 3], "code": None}
+    failure = {"kind": "absent", "node": None, "nodes": [1, 3], "node_count": 2, "code": None}
     assert job.transport.take() == [
         {
             "t": "stop",
@@ -138,6 +142,20 @@ def test_join_timed_out_stops_the_job_naming_the_missing_nodes() -> None:
     ]
     assert job.coordinator.phase == "over"
     assert job.coordinator.records == []
+
+
+def test_thousands_of_absent_nodes_are_counted_in_a_stop_that_fits_one_message() -> None:
+    job = Job(nnodes=20_000)
+    for node in range(100):
+        job.coordinator.join(node)
+    job.coordinator.join_timed_out()
+    (stop,) = job.transport.take()
+    assert stop["failure"]["nodes"] == list(range(100, 164))
+    assert stop["failure"]["node_count"] == 19_900
+    assert len(encode(stop)) < 1000
+    assert describe_failure(stop["failure"]) == (
+        f"nodes {list(range(100, 164))} and 19,836 more never joined the job"
+    )
     job.coordinator.join(1)
     job.coordinator.join(3)  # too late: nothing starts
     assert job.transport.sent == []
@@ -167,21 +185,64 @@ def test_a_failure_before_the_start_stops_every_node_for_good(joined: Tuple[int,
     job.report(0, "ready")
     job.report(1, "failed", failure=STAGE_IN_FAILED)  # (a signalled node, while joining)
     failure = {**STAGE_IN_FAILED, "node": 1}
-    assert job.transport.take() == [PREPARE] * (len(joined) == 3) + [
-        {
-            "t": "stop",
-            "attempt": -1,
-            "final": True,
-            "failure": failure,
-            "decision": "a node failed before the job started",
-        }
-    ]
-    assert job.coordinator.phase == "over"
+    stop = {
+        "t": "stop",
+        "attempt": -1,
+        "final": True,
+        "failure": failure,
+        "decision": "a node failed before the job started",
+    }
+    assert job.transport.take() == [PREPARE] * (len(joined) == 3) + [stop]
+    # Node 2, still to join, hears it as it joins.
+    assert job.coordinator.phase == ("telling" if len(joined) == 2 else "over")
+    if len(joined) == 2:
+        job.coordinator.join(2)
+        assert job.transport.take() == [{**stop, "to": 2}]
     for node in range(3):
-        job.coordinator.join(node)
         job.report(node, "ready")
+    assert job.coordinator.phase == "over"
     job.report(2, "failed", failure=STAGE_IN_FAILED)  # a second failure: no second stop
     job.coordinator.join_timed_out()
+    assert job.transport.sent == []
+
+
+PLAN_REFUSED: Dict[str, Any] = {"kind": "prestart", "rank": None, "code": 64, "reason": "no"}
+
+
+def test_nodes_that_join_after_a_failure_before_the_start_hear_why() -> None:
+    job = Job(nnodes=4)
+    job.coordinator.join(0)
+    job.report(0, "failed", failure=PLAN_REFUSED)  # node 0 could not plan
+    stop = {
+        "t": "stop",
+        "attempt": -1,
+        "final": True,
+        "failure": {**PLAN_REFUSED, "node": 0},
+        "decision": "a node failed before the job started",
+    }
+    assert job.transport.take() == [stop]
+    for node in (2, 1):
+        assert job.coordinator.phase == "telling"  # node 0's launcher stays to tell them
+        job.coordinator.join(node)
+        assert job.transport.take() == [{**stop, "to": node}]
+    job.coordinator.lost(1)  # told, gone: nothing to decide
+    job.report(2, "ready")
+    assert job.transport.sent == []
+    job.coordinator.join_timed_out()  # node 3 never came: node 0 leaves untold
+    assert job.coordinator.phase == "over"
+    job.coordinator.join(3)
+    assert job.transport.sent == []
+    assert job.coordinator.records == []
+
+
+def test_a_signal_ends_the_telling() -> None:
+    job = Job(nnodes=2)
+    job.coordinator.join(0)
+    job.report(0, "failed", failure=PLAN_REFUSED)
+    job.coordinator.stop_telling()
+    assert job.coordinator.phase == "over"
+    job.transport.take()
+    job.coordinator.join(1)
     assert job.transport.sent == []
 
 

@@ -26,6 +26,9 @@ class Recorder:
     def broadcast(self, message: Message) -> None:
         self.sent.append(message)
 
+    def tell(self, node: int, message: Message) -> None:
+        self.sent.append({**message, "to": node})
+
     def now(self) -> float:
         return 0.0
 

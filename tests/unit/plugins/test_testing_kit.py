@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, List, Sequence
 
+import click
 import pytest
 
-from malaunch.models import LaunchPlan, ProcessSpec, ResolveOptions
+from malaunch.hookspecs import hookimpl
+from malaunch.models import (
+    Framework,
+    LaunchPlan,
+    PlanOptions,
+    ProcessSpec,
+    ResolveOptions,
+    Topology,
+)
+from malaunch.params import Integer
+from malaunch.pipeline import build_plan
+from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.testing import (
     check_plan,
+    clean_env,
+    environment,
     make_plan,
     make_ps_topology,
     make_rank_table_topology,
     make_topology,
     read_env_file,
+    write_fake_distribution,
 )
 from malaunch.topology import tf_ps
 from malaunch.topology.ranktable import source
@@ -130,3 +146,110 @@ def test_make_plan_goes_through_the_installed_plugins(tmp_path: Path) -> None:
         str(tmp_path / "worker-0.log"),
         str(tmp_path / "worker-1.log"),
     ]
+
+
+PADDLE = """\
+from malaunch.api import Framework, hookimpl
+
+@hookimpl
+def malaunch_register_frameworks():
+    return [Framework(name="fakepaddle", plan=lambda *a: None,
+                      launcher_vars=["PADDLE_TRAINER_ID"], env_prefixes=["PADDLE_", "FLAGS_"])]
+"""
+
+
+@pytest.fixture
+def paddle_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A framework plugin that owns PADDLE_ and FLAGS_, installed for this test only."""
+    write_fake_distribution(tmp_path, "malaunch-fakepaddle", "1.0",
+                            {"fakepaddle": "fake_paddle"}, {"fake_paddle": PADDLE})  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    environment._frameworks_env.cache_clear()
+    yield
+    environment._frameworks_env.cache_clear()
+    sys.modules.pop("fake_paddle", None)
+
+
+def test_clean_env_removes_what_the_installed_frameworks_own(
+    paddle_installed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PADDLE_TRAINER_ENDPOINTS", "FLAGS_eager_delete_tensor_gb", "MS_SCHED_PORT"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.setenv("PADDLEX_HOME", "/opt/x")  # not the prefix: kept
+    env = clean_env({"PADDLE_TRAINER_ID": "0"})
+    assert {k for k in env if k.startswith(("PADDLE", "FLAGS_", "MS_", "TORCH"))} == {
+        "PADDLEX_HOME",
+        "PADDLE_TRAINER_ID",  # given as extra: the caller's own
+    }
+
+
+SEEN: List[PlanOptions] = []
+
+
+def _recording_plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> LaunchPlan:
+    SEEN.append(options)
+    return LaunchPlan(framework="recorder", topology=topology, processes=(_worker(0, 0),))
+
+
+def _upper(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    return value.upper()
+
+
+class Recorder:
+    """A framework whose plan keeps the options it was given, with one option of each kind."""
+
+    @hookimpl
+    def malaunch_register_frameworks(self) -> List[Framework]:
+        options = [
+            click.Option(["--rec-port"], type=Integer(1, 65535), default="8118"),
+            click.Option(["--rec-flag/--no-rec-flag"], default=True),
+            click.Option(["--rec-switch"], is_flag=True),
+            click.Option(["--rec-name"], default="abc", callback=_upper),
+            click.Option(["--rec-unset"], type=Integer(1, 9)),
+        ]
+        return [Framework(name="recorder", plan=_recording_plan, options=options)]
+
+
+@pytest.fixture(scope="module")
+def with_recorder() -> PluginSet:
+    return load_plugins(clean_env(), extra=[(Recorder(), Origin("rec", "malaunch-rec", "1"))])
+
+
+def test_make_plan_gives_every_option_at_its_declared_default(with_recorder: PluginSet) -> None:
+    SEEN.clear()
+    make_plan("recorder", make_topology(nodes=1, nproc_per_node=1), plugins=with_recorder)
+    make_plan("recorder", make_topology(nodes=1, nproc_per_node=1), plugins=with_recorder,
+              rec_port=29400, rec_flag=False, job_port=29401)  # fmt: skip
+    # As the launch command gives them: converted by type, through the callback.
+    assert SEEN[0].framework_options == {
+        "rec_port": 8118, "rec_flag": True, "rec_switch": False, "rec_name": "ABC",
+        "rec_unset": None,
+    }  # fmt: skip
+    assert SEEN[0].job_port is None
+    assert SEEN[1].framework_options["rec_port"] == 29400
+    assert SEEN[1].framework_options["rec_flag"] is False
+    assert SEEN[1].job_port == 29401
+
+
+def test_the_pipeline_gives_them_too(with_recorder: PluginSet, tmp_path: Path) -> None:
+    SEEN.clear()
+    build_plan(
+        with_recorder,
+        {},
+        framework="recorder",
+        source="local",
+        command=["python", "train.py"],
+        resolve_options=ResolveOptions(nproc_per_node=1, log_dir=str(tmp_path)),
+        plan_options=PlanOptions(log_dir=str(tmp_path), cwd=str(tmp_path)),
+    )
+    assert SEEN[0].framework_options["rec_name"] == "ABC"
+
+
+def test_make_plan_names_an_option_the_framework_lacks(with_recorder: PluginSet) -> None:
+    with pytest.raises(TypeError) as info:
+        make_plan("recorder", make_topology(nodes=1), plugins=with_recorder, rec_prot=1)
+    assert str(info.value) == (
+        "make_plan: framework 'recorder' has no option 'rec_prot' (its options: rec_flag, "
+        "rec_name, rec_port, rec_switch, rec_unset)"
+    )

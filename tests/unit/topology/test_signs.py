@@ -8,15 +8,17 @@ from typing import Dict, List, Tuple
 import pytest
 
 from malaunch.errors import ExitCode, TopologyError
-from malaunch.models import ResolveOptions, Topology
+from malaunch.hookspecs import hookimpl
+from malaunch.models import Framework, LaunchPlan, ResolveOptions, Topology
 from malaunch.pipeline import resolve_topology
-from malaunch.plugins import PluginSet, load_plugins
+from malaunch.plugins import Origin, PluginSet, load_plugins
 from malaunch.testing import read_env_file
 from malaunch.topology import signs
 from malaunch.topology.platform_env import without_platform_vars
 
 SHARED = Path(__file__).parents[2] / "fixtures" / "shared"
-LOADER_ENV = {"MALAUNCH_DISABLE_PLUGINS": "mindspore,tensorflow_ps,torch_ddp"}
+# The frameworks stay: they declare their launchers' variables (torch_ddp: torchrun's).
+LOADER_ENV: Dict[str, str] = {}
 
 
 def no_names() -> Tuple[str, ...]:
@@ -207,15 +209,30 @@ def test_no_refusal_without_signs() -> None:
         (
             {"TORCHELASTIC_RUN_ID": "none", "GROUP_RANK": "1"},
             "nested launch: TORCHELASTIC_RUN_ID and GROUP_RANK are set, so this runs inside a "
-            "torchrun worker that already has its rank; run the command itself there, or start "
-            "a separate job on purpose with --topology local",
+            "torchrun worker (framework torch_ddp) that already has its rank; run the command "
+            "itself there, or start a separate job on purpose with --topology local",
+        ),
+        (
+            {"PADDLE_TRAINER_ID": "1", "GROUP_RANK": "1"},
+            "nested launch: PADDLE_TRAINER_ID and GROUP_RANK are set, so this runs inside a "
+            "worker of framework paddle's launcher that already has its rank; run the command "
+            "itself there, or start a separate job on purpose with --topology local",
         ),
     ],
 )
 def test_nested_launch(env: Dict[str, str], message: str) -> None:
+    declared = [
+        ("PADDLE_TRAINER_ID", "worker of framework paddle's launcher"),
+        ("TORCHELASTIC_RUN_ID", "torchrun worker (framework torch_ddp)"),
+        ("GROUP_RANK", "torchrun worker (framework torch_ddp)"),
+    ]
     with pytest.raises(TopologyError) as info:
-        signs.check_not_nested(env)
+        signs.check_not_nested(env, declared)
     assert str(info.value) == message
+
+
+def test_only_malaunch_itself_is_known_without_declarations() -> None:
+    signs.check_not_nested({"TORCHELASTIC_RUN_ID": "none", "GROUP_RANK": "1"})
 
 
 def test_is_local() -> None:
@@ -274,3 +291,33 @@ def test_a_torchrun_worker_is_refused(plugins: PluginSet) -> None:
 def test_a_plain_local_run_is_not_refused(plugins: PluginSet) -> None:
     env = {"CUDA_VISIBLE_DEVICES": "0", "MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "1"}
     assert auto(plugins, env).source == "local"
+
+
+class FakePaddle:
+    """A third-party framework that declares its launcher's variables."""
+
+    @hookimpl
+    def malaunch_register_frameworks(self) -> List[Framework]:
+        return [
+            Framework(
+                name="fakepaddle",
+                plan=lambda *args: LaunchPlan.model_validate({}),
+                launcher="paddle.distributed.launch",
+                launcher_vars=("PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM"),
+            )
+        ]
+
+
+def test_a_frameworks_declared_launcher_is_refused_naming_it() -> None:
+    fake = (FakePaddle(), Origin("fakepaddle", "malaunch-fakepaddle", "1"))
+    plugins = load_plugins({"MALAUNCH_DISABLE_PLUGINS": "paddle"}, extra=[fake])
+    # What paddle.distributed.launch gives a worker: on today's main this planned one node.
+    env = {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "4", "PADDLE_CURRENT_ENDPOINT": "x"}
+    with pytest.raises(TopologyError) as info:
+        auto(plugins, env)
+    assert str(info.value).startswith(
+        "nested launch: PADDLE_TRAINER_ID and PADDLE_TRAINERS_NUM are set, so this runs inside "
+        "a paddle.distributed.launch worker (framework fakepaddle) that already has its rank;"
+    )
+    assert info.value.exit_code == ExitCode.DATA_ERROR
+    assert resolve_topology(plugins, env, "local", ResolveOptions()).source == "local"

@@ -27,6 +27,9 @@ def malaunch_register_frameworks() -> List[Framework]:
                 )
             ],
             help="Example: one process per rank with ECHO_RANK / ECHO_WORLD_SIZE",
+            # The variables it gives its processes: malaunch.testing.clean_env removes them
+            # from the environment tests run in.
+            env_prefixes=("ECHO_",),
         )
     ]
 

@@ -22,7 +22,7 @@ def plan(topology: Topology, command: Sequence[str], options: PlanOptions) -> La
     # function of its inputs (a dry run or a test may plan for another directory).
     base = Path(options.cwd)
     log_dir = base / options.log_dir  # an absolute log dir replaces base
-    greeting = options.framework_options.get("echo_greeting")
+    greeting = options.framework_options["echo_greeting"]
     processes = []
     for local_rank, device in enumerate(devices):
         env = {
