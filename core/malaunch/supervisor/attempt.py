@@ -26,10 +26,10 @@ from malaunch.job.protocol import Message
 from malaunch.job.replacement import absent_nodes
 from malaunch.job.success import CHIEF_ROLE
 from malaunch.log import logger
-from malaunch.stopping import TERMINATING
+from malaunch.stopping import TERMINATING, signal_name
 from malaunch.supervisor.capture import StackCapture
 from malaunch.supervisor.group import Group
-from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended, signal_name
+from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
 from malaunch.wording import plural
