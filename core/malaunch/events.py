@@ -169,7 +169,18 @@ class EventLoop:
         """Wait for the next event or timer and dispatch what is ready."""
         self._watch_outputs()
         timeout = self._next_timeout()
-        for key, events in self.selector.select(self.clock.block_for(timeout)):
+        self._dispatch(self.selector.select(self.clock.block_for(timeout)))
+        if self._timers and self._timers[0][0] <= self.clock.now():
+            # Events before timers, always: a launcher stopped (SIGSTOP: a debugger, a paused
+            # container, a frozen VM) in its wait or in a callback comes back with its timers
+            # due and the output and heartbeats of the stop unread (Python even gives up an
+            # interrupted epoll_wait past its deadline without looking at what is ready).
+            # Read them, so that no timer takes the launcher's own absence for a hung rank.
+            self._dispatch(self.selector.select(0))
+        self._fire_due()
+
+    def _dispatch(self, ready: List[Tuple[selectors.SelectorKey, int]]) -> None:
+        for key, events in ready:
             # An earlier callback of this round may have removed what was ready.
             if events & selectors.EVENT_WRITE:
                 output = self._writers.get(key.data)
@@ -181,7 +192,6 @@ class EventLoop:
             callback = self._readers.get(key.data) if events & selectors.EVENT_READ else None
             if callback is not None:
                 callback()
-        self._fire_due()
 
     def _next_timeout(self) -> Optional[float]:
         while self._timers and self._timers[0][2].cancelled:

@@ -7,10 +7,12 @@ with an explicit environment. The last arrow, LaunchPlan -> exit code, is
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from malaunch.cpus.bind import CpuBinder
 from malaunch.errors import PluginError, TopologyError
+from malaunch.guard import call_plugin, check_plan
 from malaunch.log import MAX_REPEATS, logger, shown
 from malaunch.models import (
     DataPaths,
@@ -19,8 +21,9 @@ from malaunch.models import (
     ProcessSpec,
     ResolveOptions,
     Topology,
+    TopologySource,
 )
-from malaunch.plugins import PluginSet
+from malaunch.plugins import Origin, PluginSet
 from malaunch.process_env.conda import apply_conda
 from malaunch.process_env.context_var import context_env
 from malaunch.topology import signs
@@ -39,16 +42,30 @@ def resolve_topology(
     a distributed job, it refuses; a named source, ``local`` included, is taken as meant.
     """
     if source != AUTO:
-        return _with_data(plugins.source(source).resolve(environ, options), environ)
+        return _with_data(_resolve(plugins, plugins.source(source), environ, options), environ)
     signs.check_not_nested(environ, plugins.launcher_vars())
     for candidate in plugins.auto_sources():
-        assert candidate.detect is not None  # auto_sources() keeps only detectable ones
-        if candidate.detect(environ):
+        detect = candidate.detect
+        assert detect is not None  # auto_sources() keeps only detectable ones
+        what, origin = f"topology source {candidate.name!r}", _origin(plugins, candidate.name)
+        if call_plugin(what, origin, partial(detect, environ)):
             if candidate.name == signs.FALLBACK_SOURCE:
                 signs.refuse_alone(environ)
-            return _with_data(candidate.resolve(environ, options), environ)
+            return _with_data(_resolve(plugins, candidate, environ, options), environ)
     msg = "no topology source matched this environment (is the local source disabled?)"
     raise TopologyError(msg)
+
+
+def _resolve(
+    plugins: PluginSet, source: TopologySource, environ: Mapping[str, str], options: ResolveOptions
+) -> Topology:
+    what, origin = f"topology source {source.name!r}", _origin(plugins, source.name)
+    return call_plugin(what, origin, lambda: source.resolve(environ, options))
+
+
+def _origin(plugins: PluginSet, source: str) -> Optional[Origin]:
+    registered = plugins.sources.get(source)
+    return registered.origin if registered is not None else None
 
 
 def _with_data(topology: Topology, environ: Mapping[str, str]) -> Topology:
@@ -168,7 +185,11 @@ def plan_topology(
     chosen = plugins.framework(framework)
     values = chosen.option_values(plan_options.framework_options)
     options = plan_options.model_copy(update={"framework_options": values})
-    plan = chosen.plan(topology, list(command), options)
+    what = f"framework {framework!r}"
+    registered = plugins.frameworks.get(framework)
+    origin = registered.origin if registered is not None else None
+    planned = call_plugin(what, origin, lambda: chosen.plan(topology, list(command), options))
+    plan = check_plan(planned, what, origin)
     if not plan.processes:
         # Launching nothing would "succeed" with exit 0 and hide a broken plugin or topology.
         msg = (

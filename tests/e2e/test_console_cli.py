@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Callable, List, Tuple
 
-from malaunch.testing import run_cli, run_dir
+import pytest
+
+from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 # Every rank waits until all have started, so a line they all print reaches the launcher
 # within one dedup window (0.2 s) even when the machine is slow to start four interpreters.
@@ -102,3 +107,50 @@ def test_an_unknown_prefix_field_is_a_usage_error(tmp_path: Path) -> None:
         "malaunch: error: --console-prefix '[{gpu}] ': unknown field {gpu} "
         "(known: {node}, {host}, {rank}, {local_rank}, {role})\n"
     )
+
+
+def _closed(*fds: int) -> Callable[[], None]:
+    def close() -> None:
+        for fd in fds:
+            os.close(fd)
+
+    return close
+
+
+def _run_closed(tmp_path: Path, args: List[str], *fds: int) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [malaunch_executable(), *args],
+        env=clean_env(),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=None if 1 in fds else subprocess.PIPE,
+        stderr=None if 2 in fds else subprocess.PIPE,
+        preexec_fn=_closed(*fds),
+        timeout=60,
+        check=False,
+    )
+
+
+PRINTS = "for i in range(2000): print('line', i)"
+
+
+@pytest.mark.parametrize("fds", [(1,), (2,), (1, 2), (0, 1, 2)])
+def test_closed_standard_streams_keep_the_jobs_code_and_logs(
+    tmp_path: Path, fds: Tuple[int, ...]
+) -> None:
+    # `malaunch ... >&-`: the launcher crashed at exit (sys.stdout is None), exit 1.
+    args = ["--framework", "torch_ddp", "--nproc-per-node", "2", "--log-dir", "logs", "--"]
+    result = _run_closed(tmp_path, [*args, sys.executable, "-c", PRINTS], *fds)
+    assert result.returncode == 0
+    run = run_dir(tmp_path / "logs")
+    for rank in (0, 1):
+        assert (run / f"worker-{rank}.log").read_text().count("line ") == 2000
+    assert json.loads((run / "malaunch-summary.json").read_text())["exit_code"] == 0
+    args = ["--framework", "torch_ddp", "--log-dir", "failed", "--"]
+    result = _run_closed(tmp_path, [*args, sys.executable, "-c", PRINTS + "\nexit(3)"], *fds)
+    assert result.returncode == 3
+
+
+def test_closed_standard_streams_keep_a_usage_errors_code(tmp_path: Path) -> None:
+    result = _run_closed(tmp_path, ["--framework", "torch_ddp", "--nproc-per-node", "x"], 1, 2)
+    assert result.returncode == 64

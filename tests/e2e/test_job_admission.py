@@ -140,3 +140,48 @@ def test_a_node_kept_out_names_what_it_saw(tmp_path: Path) -> None:
     match = re.fullmatch(pattern, last)
     assert match is not None, last
     assert int(match.group(1)) == int(match.group(2)) >= 3
+
+
+@contextlib.contextmanager
+def line_flood(port: int, connections: int) -> Iterator[None]:
+    """Strangers that each send packets of 20,000 short lines that are JSON but no message
+    (``{}``), reconnecting as soon as node 0 closes them."""
+    packet = b"{}\n" * 20000
+    stop = threading.Event()
+
+    def one() -> None:
+        while not stop.is_set():
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), 2) as s,
+            ):
+                s.settimeout(2)
+                while not stop.is_set():
+                    s.sendall(packet)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+
+
+def test_node_1_joins_behind_strangers_sending_floods_of_short_lines(tmp_path: Path) -> None:
+    # Node 0 parsed every line a stranger sent before closing it for the first malformed one:
+    # 40 such strangers kept node 1 out for 15 s and more. A stranger is read no further.
+    nodes = nodes_of(tmp_path, launcher=[])
+    port = int(option(nodes[0].argv, "--job-port"))
+    with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:
+        launchers.start(0, {"MALAUNCH_WAIT_TIMEOUT": "120"})
+        wait_listening(port)
+        with line_flood(port, 40):
+            time.sleep(1)
+            launchers.start(1, {"MALAUNCH_WAIT_TIMEOUT": "5"})
+            codes = launchers.wait(timeout=90)
+            output = launchers.output()
+    assert codes == {0: 0, 1: 0}, output
+    assert wait_gone(recorded_pids(tmp_path / "out")) == []

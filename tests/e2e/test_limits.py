@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 import resource
+import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
 
@@ -152,3 +153,67 @@ def test_a_silent_node_0_does_not_stretch_wait_timeout(tmp_path: Path) -> None:
         proc, _ = launch(args, tmp_path, env=two_nodes(1, port))
     assert proc.returncode == 69, proc.stderr
     assert "did not accept node 1 within 1s: timed out" in proc.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_wait_for_a_silent_node_0_at_once(tmp_path: Path, signum: int) -> None:
+    """Node 0's port accepts connections but never says a word, and node 1 is told to stop:
+    it ends then, not once the handshake's read has timed out (up to 5 s later)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        port = int(server.getsockname()[1])
+        args = ["--framework", "torch_ddp", "--wait-timeout", "60",
+                "--log-dir", str(tmp_path / "logs"), "--", "true"]  # fmt: skip
+        proc = subprocess.Popen(
+            [malaunch_executable(), *args], env=clean_env(two_nodes(1, port)), cwd=tmp_path,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        conn, _ = server.accept()  # node 1 is in its handshake, waiting for the challenge
+        started = time.monotonic()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+        conn.close()
+    assert proc.returncode == 128 + signum, err
+    # The handshake's read would time out after 5 s: well before it, the signal ended the wait.
+    assert took < 4, (took, err)
+
+
+HELD_ELSEWHERE = 9000  # a third of the ephemeral range, bound on another loopback address
+
+
+@pytest.fixture()
+def ports_held_on_another_address() -> Iterator[None]:
+    """Sockets bound (not listening) to many ports of 127.0.0.2, as a service bound to one
+    interface or client sockets bound to a source address hold them: free on 127.0.0.1,
+    taken for a server that binds every interface."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < HELD_ELSEWHERE + 200:
+        pytest.skip(f"needs {HELD_ELSEWHERE + 200} open files (hard limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, HELD_ELSEWHERE + 200), hard))
+    held = []
+    try:
+        for _ in range(HELD_ELSEWHERE):
+            sock = socket.socket()
+            sock.bind(("127.0.0.2", 0))
+            held.append(sock)
+        yield
+    finally:
+        for sock in held:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_port_the_launcher_picks_is_one_it_accepts(
+    tmp_path: Path, ports_held_on_another_address: None
+) -> None:
+    # The local source's master port was the kernel's pick for 127.0.0.1; the pre-flight
+    # then found it held on another address and refused it (exit 71): the launcher failed
+    # the job on a port of its own choosing, about one launch in three here.
+    for attempt in range(6):
+        proc, _ = launch(
+            ["--framework", "torch_ddp", "--log-dir", "logs", "--", "python", "-c", "pass"],
+            tmp_path,
+        )
+        assert proc.returncode == 0, (attempt, proc.stderr)

@@ -246,3 +246,23 @@ def test_following_a_log_dir_moves_on_to_a_newer_run(tmp_path: Path) -> None:
         f"{INFO}reading the latest run in {log_dir}: {first}\n"
         f"{INFO}following the new latest run in {log_dir}: {new}\n"
     )
+
+
+@pytest.mark.parametrize("elsewhere", ["/etc", "other-log-dir/run-20260101-000000-000abc"])
+def test_latest_naming_a_link_dressed_as_a_run_reads_the_real_newest_run(
+    tmp_path: Path, elsewhere: str
+) -> None:
+    # `latest` -> run-20991231-..., itself a link out of the log dir: logs and report followed
+    # it (66, "no malaunch-run.json here") while the real run sat beside it.
+    log_dir = tmp_path / "logs"
+    assert launch(log_dir, "the real run").code == 0
+    target = tmp_path / elsewhere if not elsewhere.startswith("/") else Path(elsewhere)
+    target.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, log_dir / "run-20991231-235959-999fff")
+    (log_dir / "latest").unlink()
+    os.symlink("run-20991231-235959-999fff", log_dir / "latest")
+    result = logs(str(log_dir))
+    assert result.code == 0, result.stderr
+    assert "the real run" in result.stdout
+    report = run_cli(["report", str(log_dir), "--html", str(tmp_path / "r.html")])
+    assert report.code == 0, report.stderr

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from malaunch.testing import (
     clean_env,
@@ -206,8 +208,8 @@ def test_launcher_options_are_passed_to_every_node(tmp_path: Path) -> None:
     )  # fmt: skip
     for env in nodes:
         launcher = env["#launcher"]
-        for given in GIVEN:
-            assert given in launcher
+        for option in GIVEN:
+            assert option in launcher
         for own in ("--nodes", "--platform", "--print-env"):
             assert own not in launcher
 
@@ -485,3 +487,31 @@ def test_the_safety_net_stops_a_node_that_does_not_stop_itself(tmp_path: Path) -
     said = "node 1 did not stop by itself within 6s of the first exit of another; stopping it"
     assert said in result.stderr
     assert_all_gone(all_pids(tmp_path))
+
+
+@settings(max_examples=5, derandomize=True, deadline=None)
+@given(
+    nodes=st.integers(21, 1024),
+    per_node=st.integers(1, 10_000),
+    twin=st.booleans(),
+)
+def test_a_job_past_the_ranks_limit_is_refused_once_before_any_node_starts(
+    nodes: int, per_node: int, twin: bool
+) -> None:
+    # Each node launcher refused it with 65 on its own: one error line per node, 21 or more.
+    assume(nodes * per_node > 200_000)
+    args = ["simulate", "--framework", "torch_ddp"]
+    env = {"MALAUNCH_NODES": str(nodes), "MALAUNCH_NPROC_PER_NODE": str(per_node)}
+    if not twin:
+        args += ["--nodes", str(nodes), "--nproc-per-node", str(per_node)]
+        env = {}
+    result = run_cli([*args, "--", "python", "-c", "pass"], env=env)
+    assert result.code == 64, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    named = ["--nodes", "--nproc-per-node"]
+    if twin:
+        named = ["MALAUNCH_NODES", "MALAUNCH_NPROC_PER_NODE"]
+    assert errors == [
+        f"malaunch: error: {named[0]} {nodes} x {named[1]} {per_node} gives "
+        f"{nodes * per_node} ranks; at most 200000 in one job"
+    ]

@@ -204,27 +204,26 @@ def malaunch_register_frameworks():
 """
 
 
-def test_a_plugins_bug_is_exit_70_in_one_line_and_debug_shows_it(tmp_path: Path) -> None:
-    """A bug is not a worker's exit 1: one line and 70; --debug adds the traceback above the
-    same line, which then says where the traceback is."""
+def test_a_plugins_bug_is_exit_78_naming_it_and_debug_shows_it(tmp_path: Path) -> None:
+    """A plugin's bug is neither a worker's exit 1 nor malaunch's own (70): one line naming the
+    plugin and its distribution, 78; --debug adds the traceback above the same line."""
     write_fake_distribution(tmp_path, "malaunch-buggy", "0.1", {"buggy": "fake_buggy"},
                             {"fake_buggy": BUGGY})  # fmt: skip
     env = clean_env({"PYTHONPATH": str(tmp_path)})
     args = ["--framework", "buggy", "--dry-run", "--", "true"]
     result = run_cli(args, env=env)
-    assert (result.code, result.stdout) == (70, "")
-    assert result.stderr == (
-        "malaunch: error: internal error (KeyError: 'no such key'); rerun with --debug for the "
-        "traceback\n"
+    assert (result.code, result.stdout) == (78, "")
+    line = (
+        "malaunch: error: framework 'buggy' (plugin 'buggy' of distribution malaunch-buggy 0.1) "
+        "failed: KeyError: 'no such key'"
     )
+    assert result.stderr == line + "\n"
     result = run_cli(["--debug", *args], env=env)
-    assert result.code == 70
+    assert result.code == 78
     lines = result.stderr.splitlines()
     assert lines[0] == "Traceback (most recent call last):"
     assert "fake_buggy.py" in result.stderr
-    assert lines[-1] == (
-        "malaunch: error: internal error (KeyError: 'no such key'); the traceback is above"
-    )
+    assert lines[-1] == line
 
 
 DECLARING = """\

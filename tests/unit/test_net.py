@@ -7,7 +7,7 @@ import resource
 import socket
 from typing import Iterator, List
 
-from malaunch.net import free_port, port_in_use
+from malaunch.net import free_port, port_in_use, taken_anywhere
 
 HELD = 500
 
@@ -40,3 +40,14 @@ def test_a_free_port_is_free_on_every_address_not_only_loopback() -> None:
         picked = [free_port("127.0.0.1") for _ in range(400)]
         assert not taken.intersection(picked)
         assert not any(port_in_use("0.0.0.0", port) for port in picked[:50])
+
+
+def test_taken_anywhere_sees_a_listener_on_one_address() -> None:
+    # The pre-flight check and free_port's own check are one function: a listener on any
+    # one address of this host takes the port for a server on the wildcard.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.3", 0))
+        listener.listen()
+        port = int(listener.getsockname()[1])
+        assert taken_anywhere(port)
+    assert not taken_anywhere(port)

@@ -31,6 +31,7 @@ from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_sinc
 from malaunch.params import Path as ParamPath
 from malaunch.params import Text
 from malaunch.rankspec import parse_rank_spec
+from malaunch.stopping import Stopped
 from malaunch.supervisor.runs import pick_run
 
 
@@ -38,16 +39,6 @@ def default_log_dir(environ: Mapping[str, str]) -> Path:
     """Where the launcher writes its logs when not told: ``--log-dir``'s variable, else the
     platform's ``MA_LOG_DIR``, else ``./malaunch-logs``."""
     return Path(environ.get("MALAUNCH_LOG_DIR") or environ.get("MA_LOG_DIR") or "malaunch-logs")
-
-
-class Stopped(BaseException):
-    """SIGINT or SIGTERM arrived: raised from the handler, so that it ends whatever the command
-    is doing (a read, a search, a wait for a reader that stalled). A BaseException, as
-    KeyboardInterrupt is, so that no ``except Exception`` on the way holds it up."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import traceback
 from typing import Any, List, Optional, Sequence, Set
@@ -23,6 +24,7 @@ from malaunch.cli.envvars import option_variables, warn_about_variables
 from malaunch.cli.launch import build_launch_command
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
+from malaunch.stopping import Stopped, raise_on_stop_signals, signal_name
 from malaunch.wording import closest, did_you_mean
 
 # click 8.2+ only: what `malaunch ranktable` without a subcommand raises.
@@ -134,6 +136,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     from a worker's exit 1.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    reopen_closed_standard_streams()
     debug = _wants_debug(args)
     setup_logging(debug)
     try:
@@ -144,8 +147,8 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         return _fail(log.escape_controls(str(exc)), int(exc.exit_code), debug)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
-    except click.exceptions.Abort:
-        return ExitCode.for_signal(2)
+    except (click.exceptions.Abort, Stopped) as exc:  # Abort: click's word for Ctrl-C
+        return stopped(exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT))
     except click.ClickException as exc:
         return _fail(click_message(exc), int(ExitCode.USAGE), debug)
     except Exception as exc:  # the boundary: a bug is exit 70, never a traceback
@@ -156,6 +159,38 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         # What a stalled console reader has not taken yet (the summary) gets a short grace.
         console.finish(console.EXIT_GRACE)
+
+
+def stopped(signum: int) -> int:
+    """A stopping signal ended the command before (or without) a supervisor: one line, 128+N,
+    and what a stalled reader has not taken yet is given up."""
+    line = f"malaunch: warning: received {signal_name(signum)}: stopping\n"
+    console.stderr().write(line.encode(), keep=True)
+    console.finish(0)
+    return ExitCode.for_signal(signum)
+
+
+def reopen_closed_standard_streams() -> None:
+    """Give a closed stdin, stdout or stderr (``malaunch ... >&-``) ``/dev/null``.
+
+    A closed descriptor 0, 1 or 2 is the next one ``open()`` returns: the console would then
+    write into whatever file took it (a rank's log, the summary), and Python's ``sys.stdout``
+    is None, which ``print`` and ``flush`` do not survive. A closed stream reads as end of file
+    and takes every write, as the shell's ``>/dev/null`` does; the exit code is the job's.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        if getattr(sys, name) is None:
+            # A stream for the life of the process, never closed: no with-block.
+            stream = open(fd, mode, encoding="utf-8", closefd=False)  # noqa: SIM115 (see above)
+            setattr(sys, name, stream)
 
 
 def _fail(message: str, code: int, debug: bool) -> int:
@@ -218,7 +253,12 @@ def _culprit(param: click.Parameter, ctx: Optional[click.Context]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Run the command line and exit with its code (``python -m malaunch``)."""
-    sys.exit(run(argv))
+    raise_on_stop_signals()
+    try:
+        code = run(argv)
+    except Stopped as exc:
+        code = ExitCode.for_signal(exc.signum)
+    sys.exit(code)
 
 
 def console_main() -> None:
@@ -229,7 +269,11 @@ def console_main() -> None:
     log, summary and rank table is written and closed, so only the standard streams need a
     flush.
     """
-    code = run()
+    raise_on_stop_signals()  # again: as installed by malaunch.cli.entry, for other callers
+    try:
+        code = run()
+    except Stopped as exc:  # in the last moments of run(): its code stands for the signal
+        code = ExitCode.for_signal(exc.signum)
     for stream in (sys.stdout, sys.stderr):
         # A reader that went away, or a closed stream, must not turn the code into a crash.
         with contextlib.suppress(BrokenPipeError, ValueError):

@@ -15,13 +15,13 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import click
 
-from malaunch.cli.command import Command
+from malaunch.cli.command import Command, envvar_name
 from malaunch.cli.launch import build_launch_command, check_program
 from malaunch.cli.options import keep_runs_option, parse_env_pairs
 from malaunch.errors import UsageError
 from malaunch.files import check_directory
 from malaunch.log import logger
-from malaunch.numbers import MAX_LOCAL_PROCESSES
+from malaunch.numbers import MAX_LOCAL_PROCESSES, MAX_WORLD_SIZE
 from malaunch.params import Choice, Integer, Path, Seconds
 from malaunch.plugins import load_plugins
 from malaunch.simulate.platforms import PLATFORMS, PS_PLATFORM, default_platform
@@ -184,6 +184,14 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
         msg = "simulate: no command given: malaunch simulate ... --framework NAME -- COMMAND"
         raise UsageError(msg)
     check_program(command, parse_env_pairs(values["env"]))  # once here, not once per node
+    # Once here, naming the options: each node launcher would refuse the job on its own.
+    nodes, per_node = values["nodes"], values["nproc_per_node"]
+    if nodes * per_node > MAX_WORLD_SIZE:
+        msg = (
+            f"{_named('nodes')} {nodes} x {_named('nproc_per_node')} {per_node} gives "
+            f"{nodes * per_node} ranks; at most {MAX_WORLD_SIZE} in one job"
+        )
+        raise UsageError(msg)
     platform = values["platform"]
     if platform is None:
         platform, why = default_platform(values["framework"])
@@ -194,6 +202,15 @@ def request(values: Dict[str, Any], tokens: List[str]) -> Dict[str, Any]:
     if values.get("platform_dir"):
         check_platform_dir(values["platform_dir"])
     return {**values, "platform": platform, "command": command, "launcher_tokens": tokens}
+
+
+def _named(name: str) -> str:
+    """The option ``name`` as the user gave it: its flag, or its ``MALAUNCH_`` variable."""
+    ctx = click.get_current_context()
+    param = next(p for p in ctx.command.params if p.name == name)
+    if ctx.get_parameter_source(name) is click.core.ParameterSource.ENVIRONMENT:
+        return envvar_name(param, ctx)
+    return param.opts[0]
 
 
 def check_platform_dir(given: str) -> None:

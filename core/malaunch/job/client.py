@@ -37,6 +37,7 @@ CONNECT_TIMEOUT = 2.0
 MIN_STEP = 0.1  # the shortest connect or read of the handshake, even past the deadline
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)  # then 1 s between attempts
 RECV_CHUNK = 65536
+POLL = 0.1  # seconds between two looks at the launcher's signals while an answer is awaited
 
 
 class AuthenticationFailed(ProtocolError):
@@ -46,6 +47,10 @@ class AuthenticationFailed(ProtocolError):
 class ClosedEarly(ProtocolError):
     """Node 0 closed the connection before the handshake was through: it was busy with other
     connections (a flood of them on the job port), or it is going away."""
+
+
+class Interrupted(Exception):
+    """A signal to the launcher came while node 0's answer was awaited: the join ends."""
 
 
 class Causes:
@@ -143,6 +148,7 @@ class ChannelClient:
         self.lost = False
         self.job_over = False  # node 0 said finish or a final stop: its leaving is no loss
         self._beat: Optional[Timer] = None
+        self._interrupted: Callable[[], bool] = lambda: False
 
     def join(
         self,
@@ -153,7 +159,8 @@ class ChannelClient:
         """Connect and authenticate, retrying until ``wait_timeout``; each try resolves node
         0's name anew (a Service or headless DNS name follows a replaced pod).
 
-        ``interrupted`` is asked between attempts (a signal to the launcher ends the wait);
+        ``interrupted`` is asked between attempts, and every :data:`POLL` seconds while an
+        answer is awaited (a signal to the launcher ends the wait, however slow node 0 is);
         ``what`` says what the wait is for (default: node 0's launcher at HOST:PORT);
         ``failure``: why this node cannot start, told in its hello (node 0 then ends the job).
         :raises PeerError: (exit 69) node 0's launcher did not accept us in time.
@@ -163,10 +170,13 @@ class ChannelClient:
         deadline = time.monotonic() + settings.wait_timeout
         causes = Causes()
         waiting = Waiting(what or f"node 0's launcher at {where} (job channel)")
+        self._interrupted = interrupted
         try:
             while not interrupted():
                 try:
                     self.sock = self._handshake(deadline, failure)
+                    break
+                except Interrupted:
                     break
                 except (OSError, ProtocolError, ValueError) as exc:
                     causes.add(exc)
@@ -195,7 +205,7 @@ class ChannelClient:
         try:
             reader = LineReader()
             try:
-                challenge = _next_message(sock, reader, deadline)
+                challenge = _next_message(sock, reader, deadline, self._interrupted)
             except ConnectionError as exc:
                 raise ClosedEarly("node 0 closed the connection before the handshake") from exc
             nonce = challenge.get("nonce")
@@ -213,7 +223,7 @@ class ChannelClient:
                 hello["failure"] = failure
             send(sock, hello)
             try:
-                welcome = _next_message(sock, reader, deadline)
+                welcome = _next_message(sock, reader, deadline, self._interrupted)
             except ConnectionError as exc:
                 msg = (
                     "node 0 closed the connection: another job's launcher, or the nodes "
@@ -333,12 +343,28 @@ def _budget(deadline: float, most: float) -> float:
     return min(most, max(MIN_STEP, deadline - time.monotonic()))
 
 
-def _next_message(sock: socket.socket, reader: LineReader, deadline: float) -> Message:
+def _next_message(
+    sock: socket.socket, reader: LineReader, deadline: float, interrupted: Callable[[], bool]
+) -> Message:
     """Block for one message during the handshake, until ``deadline`` at the latest (a
-    server that sends a byte now and then cannot keep this node waiting)."""
+    server that sends a byte now and then cannot keep this node waiting), asking
+    ``interrupted`` every :data:`POLL` seconds (a silent server cannot hold a signal up for
+    the read's whole timeout).
+
+    :raises Interrupted: ``interrupted()`` said so.
+    """
     while True:
-        sock.settimeout(_budget(deadline, SEND_TIMEOUT))
-        data = sock.recv(RECV_CHUNK)
+        ends = time.monotonic() + _budget(deadline, SEND_TIMEOUT)
+        while True:
+            sock.settimeout(max(0.001, min(POLL, ends - time.monotonic())))
+            try:
+                data = sock.recv(RECV_CHUNK)
+                break
+            except socket.timeout:
+                if interrupted():
+                    raise Interrupted from None
+                if time.monotonic() >= ends:
+                    raise
         if not data:
             msg = "connection closed"
             raise ConnectionError(msg)

@@ -290,7 +290,7 @@ class ChannelServer:
 
     def _received(self, conn: _Connection, data: bytes) -> None:
         try:
-            for message in conn.reader.feed(data):
+            for message in conn.reader.feed(data, stop_at_drop=conn.node is None):
                 if conn.node is None:
                     self._hello(conn, message)
                     if conn.node is None:

@@ -12,7 +12,7 @@ from malaunch.errors import MissingInputError
 from malaunch.files import kind_of
 from malaunch.log import logger
 from malaunch.staging.errors import MappingFileError
-from malaunch.staging.localfs import local, local_error, special
+from malaunch.staging.localfs import PARTIAL, local, local_error, special
 from malaunch.staging.manifest import (
     Entry,
     Manifest,
@@ -27,7 +27,14 @@ from malaunch.staging.models import MappingReport
 from malaunch.staging.pool import Run, Target, run_all
 from malaunch.staging.progress import Progress, human
 from malaunch.staging.remote import missing_credentials, scheme_of
-from malaunch.staging.transfer import Cancelled, download, no_credentials, retrying, upload
+from malaunch.staging.transfer import (
+    Cancelled,
+    download,
+    no_credentials,
+    remove_unfinished,
+    retrying,
+    upload,
+)
 from malaunch.wording import plural
 
 
@@ -51,6 +58,7 @@ def stage_in(target: Target, run: Run) -> MappingReport:
             with exclusive(manifest_file.with_suffix(".lock"), str(target.mapping), run.abort):
                 legacy = legacy_path(dest, "in", not single)
                 manifest = Manifest(manifest_file, target.mapping.url, legacy=legacy)
+                _remove_partials(dest, single)
                 todo, fresh = _todo(manifest, listing, dest, run)
                 progress = _progress("stage-in", target, run, todo)
 
@@ -65,7 +73,11 @@ def stage_in(target: Target, run: Run) -> MappingReport:
                     progress.file_done()
 
                 try:
-                    run_all(run, todo, fetch, progress)
+                    try:
+                        run_all(run, todo, fetch, progress)
+                    finally:
+                        if run.abort.is_set():  # transfers left stuck: their files go
+                            remove_unfinished()
                 except BaseException:
                     # what was fetched is kept for next time; the transfer's error is the one
                     # to tell, not the manifest's (a full disk fails both)
@@ -76,6 +88,28 @@ def stage_in(target: Target, run: Run) -> MappingReport:
     except InterruptedError as exc:
         raise Cancelled(str(exc)) from exc
     return _report(target, run, started, progress, skipped=fresh, removed=removed)
+
+
+def _remove_partials(dest: Path, single: bool) -> None:
+    """The temporary files of downloads an earlier launcher left half-done (killed mid-file,
+    or gone while a transfer hung): under the mapping's lock no other stager writes them."""
+    folders: List[Tuple[str, List[str], List[str]]]
+    if single:
+        folders = [(str(dest.parent), [], _names(dest.parent, f".{dest.name}."))]
+    else:
+        folders = list(os.walk(dest))  # links to folders are not followed: no loop, no escape
+    for folder, _, names in folders:
+        for name in names:
+            if name.startswith(".") and name.endswith(PARTIAL):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+
+
+def _names(folder: Path, prefix: str) -> List[str]:
+    try:
+        return [name for name in os.listdir(folder) if name.startswith(prefix)]
+    except OSError:
+        return []
 
 
 def _todo(
@@ -147,7 +181,9 @@ def _reading(target: Target) -> ContextManager[None]:
 
 
 def _entry(info: Dict[str, Any]) -> Entry:
-    entry: Entry = {"size": int(info.get("size") or 0)}
+    # No size (an HTTP server without Content-Length) is "unknown", not 0: read to the end.
+    size = info.get("size")
+    entry: Entry = {"size": None if size is None else int(size)}
     etag = info.get("ETag") or info.get("etag")
     if etag:
         entry["etag"] = str(etag)
@@ -178,6 +214,8 @@ def _is_dir(target: Target) -> bool:
 
 def _fresh(manifest: Manifest, name: str, entry: Entry, local: Path) -> bool:
     old = manifest.get(name)
+    if entry["size"] is None:  # a source that cannot say its size cannot say it is unchanged
+        return False
     if old is None or any(old.get(key) != value for key, value in entry.items()):
         return False
     state = local_state(local / name if name else local)
@@ -302,7 +340,7 @@ def _url(target: Target, name: str) -> str:
 
 
 def _progress(kind: str, target: Target, run: Run, todo: List[Tuple[str, Entry]]) -> Progress:
-    total = sum(int(entry["size"]) for _, entry in todo)
+    total = sum(int(entry["size"] or 0) for _, entry in todo)
     return Progress(f"{kind} {target.mapping}", total, len(todo), stream=run.stream)
 
 

@@ -12,7 +12,9 @@ middle fails the read (and it is retried) rather than mixing two versions.
 A reader writes the file to ``out``, calls ``count`` with each piece's length, and returns
 what it saw: the size the file should now have and its ETag, when known. The fsspec reader,
 which may read in several pieces, reads one byte past the listed size, so that a file that
-grew is caught by the size check, and compares the ETag (or mtime) after several pieces.
+grew is caught by the size check, and compares the ETag (or mtime) after several pieces; a
+file listed without a size (HTTP without Content-Length) is read to its end, never taken for
+an empty one.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def fsspec_reader(fs: Any, local_source: bool = False) -> Reader:
         return contextlib.nullcontext()
 
     def read(path: str, entry: Seen, out: Sink, count: Callable[[int], None]) -> Seen:
+        if entry["size"] is None:  # the listing gave no size: read to the end
+            with source(path):
+                return {"size": _read_to_end(fs, path, out, count)}
         size = int(entry["size"])
         for start in range(0, size, CHUNK):
             end = start + CHUNK if start + CHUNK < size else size + 1
@@ -67,12 +72,26 @@ def fsspec_reader(fs: Any, local_source: bool = False) -> Reader:
     return read
 
 
+def _read_to_end(fs: Any, path: str, out: Sink, count: Callable[[int], None]) -> int:
+    """A file whose size the listing did not give (an HTTP server that sends no
+    Content-Length), in ``CHUNK`` pieces until the end; the bytes read."""
+    total = 0
+    with fs.open(path, "rb") as handle:
+        while True:
+            data = handle.read(CHUNK)
+            if not data:
+                return total
+            out.write(data)
+            count(len(data))
+            total += len(data)
+
+
 def s3fs_reader(fs: Any) -> Reader:
     """Read S3 and OBS objects with one streamed GET each, on s3fs's event loop."""
     from fsspec.asyn import sync  # noqa: PLC0415 (fsspec is imported when a URL is opened)
 
     def read(path: str, entry: Seen, out: Sink, count: Callable[[int], None]) -> Seen:
-        if int(entry["size"]) >= BIG and entry.get("etag"):
+        if int(entry["size"] or 0) >= BIG and entry.get("etag"):
             return dict(sync(fs.loop, _get_parts, fs, path, entry, out, count))
         return dict(sync(fs.loop, _get_object, fs, path, entry, out, count))
 

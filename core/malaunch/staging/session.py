@@ -39,7 +39,9 @@ from malaunch.staging.models import MappingReport, StageMapping
 from malaunch.staging.parse import parse_pairs
 from malaunch.staging.pathmap import read_path_mapping
 from malaunch.staging.remote import S3_SCHEMES, check_scheme
+from malaunch.staging.transfer import remove_unfinished
 from malaunch.supervisor.options import Finished
+from malaunch.wording import plural
 
 if TYPE_CHECKING:
     from malaunch.staging.stager import Stager
@@ -318,6 +320,13 @@ class StagingStep:
             staged = self.staged
         if staged is not None:
             staged.cancel()
+
+    def abandon(self) -> None:
+        """The stage-in did not stop in time and is left behind: the files it was writing go
+        (nothing half-written stays in the data folder)."""
+        removed = remove_unfinished()
+        if removed:
+            logger.debug(f"stage-in: removed {plural(removed, 'unfinished download')}")
 
     def finish(self, launcher_signal: Optional[int]) -> Finished:
         if self.staged is None:

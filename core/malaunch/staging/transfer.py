@@ -174,6 +174,34 @@ def _callback(progress: Progress, counted: list, stop: threading.Event, url: str
     return Counting()
 
 
+# The temporary files of the downloads under way (any thread), so that a launcher that leaves
+# a stuck transfer behind (a request in a dead connection) can take its half-written file away.
+_unfinished: Set[Path] = set()
+_unfinished_lock = threading.Lock()
+
+
+def _unfinished_add(path: Path) -> None:
+    with _unfinished_lock:
+        _unfinished.add(path)
+
+
+def _unfinished_done(path: Path) -> None:
+    with _unfinished_lock:
+        _unfinished.discard(path)
+
+
+def remove_unfinished() -> int:
+    """Remove the temporary file of every download still under way (their threads are being
+    left behind: a later write of theirs goes to a file without a name); how many there were."""
+    with _unfinished_lock:
+        paths = list(_unfinished)
+        _unfinished.clear()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return len(paths)
+
+
 def download(
     reader: Reader,
     rpath: str,
@@ -206,6 +234,7 @@ def download(
             target.parent.mkdir(parents=True, exist_ok=True)
             # unbuffered: a full disk fails the write that found it, in the Sink, not a close
             out = open(temporary, "wb", buffering=0)  # noqa: SIM115 (closed below, checked)
+        _unfinished_add(temporary)
         try:
             got = reader(rpath, entry, Sink(out, target), count)
         except BaseException:
@@ -219,9 +248,11 @@ def download(
         seen.update(got)  # one GET of a version newer than listed: record what was read
         with local(target, reading=False, direction="in"):
             os.replace(temporary, target)
+        _unfinished_done(temporary)
 
     def undo() -> None:
         progress.add(-counted[0])
+        _unfinished_done(temporary)
         with contextlib.suppress(OSError):
             temporary.unlink()
 

@@ -26,9 +26,10 @@ from malaunch.job.protocol import Message
 from malaunch.job.replacement import absent_nodes
 from malaunch.job.success import CHIEF_ROLE
 from malaunch.log import logger
+from malaunch.stopping import TERMINATING, signal_name
 from malaunch.supervisor.capture import StackCapture
 from malaunch.supervisor.group import Group
-from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended, signal_name
+from malaunch.supervisor.outcome import Outcome, failure_of, how_it_ended
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.spawn import Child
 from malaunch.wording import plural
@@ -192,9 +193,16 @@ class Attempt:
             return
         if self.outcome.first_failure is None:
             self.outcome.launcher_signal = signum
-        logger.warning(f"received {signal_name(signum)}: stopping {plural(running, 'process')}")
+        if signum in TERMINATING:
+            logger.warning(f"received {signal_name(signum)}: stopping {plural(running, 'process')}")
+            self.group.stop(signum)
+        else:  # a signal that would have killed the launcher, not one to pass on
+            logger.warning(
+                f"received {signal_name(signum)} (not in --forward-signals): stopping "
+                f"{plural(running, 'process')} with SIGTERM"
+            )
+            self.group.stop(signal.SIGTERM)
         self.stopping = True
-        self.group.stop(signum)
         code = ExitCode.for_signal(signum)
         self._fail(
             {

@@ -34,7 +34,7 @@ from malaunch.supervisor.output import ConsoleWriter, LineRelay, RankSelection
 from malaunch.supervisor.prepare import CLOSE_WAIT, PreparationThread
 from malaunch.supervisor.reaper import Reaper
 from malaunch.supervisor.runlog import RunLog
-from malaunch.supervisor.signals import TERMINATING, SignalWakeup
+from malaunch.supervisor.signals import SignalWakeup
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.starting import relay_for, runtime_env, say_started, start_processes
 
@@ -313,7 +313,7 @@ class NodeRun:
         for signum in self.wakeup.read():
             if signum == signal.SIGCHLD:
                 child_exited = True
-            elif signum in TERMINATING:
+            elif signum in self.wakeup.stopping:
                 if self.attempt is not None:
                     self.attempt.on_launcher_signal(signum)
                 else:
@@ -375,7 +375,7 @@ class NodeRun:
     def _interrupted(self) -> bool:
         """While joining node 0: has a terminating signal come in? (Others are kept.)"""
         for signum in self.wakeup.read():
-            if signum in TERMINATING:
+            if signum in self.wakeup.stopping:
                 self.pending_signals.append(signum)
         return bool(self.pending_signals)
 

@@ -51,6 +51,10 @@ class Preparation(Protocol):
 
     def cancel(self) -> None: ...
 
+    def abandon(self) -> None:
+        """A cancelled :meth:`run` did not end in time and is left behind (its thread dies with
+        the launcher): take away what it leaves half-done."""
+
 
 @dataclasses.dataclass(frozen=True)
 class SuperviseOptions:

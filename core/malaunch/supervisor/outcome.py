@@ -10,25 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
 from typing import Any, Dict, List, Optional
 
 from malaunch.errors import ExitCode, LaunchError
 from malaunch.job.protocol import MAX_MESSAGE, Message
+from malaunch.stopping import signal_name
 from malaunch.supervisor.errorfile import read_error_file
 from malaunch.supervisor.spawn import Child
 from malaunch.supervisor.tail import log_tail
 
 # What a failure may take of a job channel message, the rest being the message around it.
 REPORT_BUDGET = MAX_MESSAGE * 3 // 4
-
-
-def signal_name(signum: int) -> str:
-    """``SIGTERM`` for 15; a bare number for signals Python does not name."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 def how_it_ended(returncode: int) -> str:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import socket
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from malaunch.errors import LaunchError
 from malaunch.models import LaunchPlan, Topology
-from malaunch.net import port_taken
+from malaunch.net import taken_anywhere
 from malaunch.wording import plural
 
 # Descriptors of the launcher besides those of its processes: the event loop, the signal and
@@ -37,20 +36,6 @@ NR_OPEN = "/proc/sys/fs/nr_open"
 
 # (soft, hard) as the launcher found them, before raise_open_files_limit(); None until then.
 _found: Optional[Tuple[int, int]] = None
-
-
-def _wildcards() -> List[Tuple[socket.AddressFamily, str]]:
-    """The addresses the rendezvous server will bind: the wildcard of each address family.
-
-    torch's TCPStore, TF and MindSpore's scheduler listen on all interfaces, so a listener on
-    any address of this host (also 127.0.0.1 only) would make their bind fail; binding the
-    wildcard sees every such conflict. The master address itself may be a name of a load
-    balancer or another interface, so it is not bound directly.
-    """
-    families = [(socket.AF_INET, "0.0.0.0")]
-    if socket.has_ipv6:
-        families.append((socket.AF_INET6, "::"))
-    return families
 
 
 def check_job_port(topology: Topology, job_port: Optional[int]) -> None:
@@ -84,17 +69,12 @@ def check_ports(plan: LaunchPlan, job_port: Optional[int] = None) -> None:
 
 
 def _check(port: int, what: str, option: str, master: str) -> None:
-    for family, address in _wildcards():
-        try:
-            taken = port_taken(port, family, address)
-        except OSError:  # this address family is not available here
-            continue
-        if taken:
-            msg = (
-                f"{what} is already in use on this host (the master node, {master}); "
-                f"pick another with {option}, or stop the process listening on it"
-            )
-            raise LaunchError(msg)
+    if taken_anywhere(port):
+        msg = (
+            f"{what} is already in use on this host (the master node, {master}); "
+            f"pick another with {option}, or stop the process listening on it"
+        )
+        raise LaunchError(msg)
 
 
 def raise_open_files_limit() -> Tuple[int, int]:

@@ -68,10 +68,13 @@ class PreparationThread:
             self.preparation.cancel()
 
     def abandon(self) -> None:
-        """Stop listening for the thread's end without waiting for it (it is a daemon)."""
+        """Stop listening for the thread's end without waiting for it (it is a daemon), and
+        take away what it leaves half-done."""
         self.cancel()
         self._close_pipe()
         self.ended = True
+        if self._thread.is_alive():
+            self.preparation.abandon()
 
     def close(self) -> None:
         """The launcher is going away: stop the preparation, wait a little for the thread."""
@@ -80,6 +83,8 @@ class PreparationThread:
             self._thread.join(CLOSE_WAIT)
             self._close_pipe()
             self.ended = True
+            if self._thread.is_alive():
+                self.preparation.abandon()
 
     def _close_pipe(self) -> None:
         if self._read_fd < 0:

@@ -85,10 +85,16 @@ def current_run(root: Path) -> Optional[Path]:
     folder itself, a simulate run's ``node-<k>/``, a log dir of an earlier malaunch, a folder
     of collected node dirs), which is then read as it is."""
     name = read_pointer(root / LATEST)
-    if name is not None and RUN_NAME.fullmatch(name) and (root / name).is_dir():
+    # Only a run folder of this log dir, as runs_in() finds them: never a link named like one
+    # (which could lead anywhere, and hide the real newest run).
+    if name is not None and RUN_NAME.fullmatch(name) and _real_folder(root / name):
         return root / name
     started = [path for path in runs_in(root) if (path / MANIFEST).is_file()]
     return started[-1] if started else None
+
+
+def _real_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 def run_to_read(directory: Path) -> Path:

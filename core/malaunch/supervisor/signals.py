@@ -15,9 +15,8 @@ import threading
 from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Set, Tuple
 
 from malaunch.errors import UsageError
+from malaunch.stopping import STOP_BY_DEFAULT, TERMINATING
 
-# Signals that stop the launcher (and are forwarded to the processes first).
-TERMINATING: FrozenSet[int] = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 # SIGKILL and SIGSTOP cannot be caught; SIGCHLD is how the launcher learns of exits.
 UNFORWARDABLE: FrozenSet[int] = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD})
 
@@ -54,7 +53,10 @@ class SignalWakeup:
             if signum not in signal.valid_signals() or signum in UNFORWARDABLE:
                 msg = f"--forward-signals: signal {signum} cannot be caught and forwarded"
                 raise UsageError(msg)
-        self.handled: FrozenSet[int] = TERMINATING | forward | {signal.SIGCHLD}
+        # A signal whose default would kill the launcher on the spot and that is not
+        # forwarded stops the job as SIGTERM does (malaunch.stopping).
+        self.stopping: FrozenSet[int] = TERMINATING | (STOP_BY_DEFAULT - forward)
+        self.handled: FrozenSet[int] = self.stopping | forward | {signal.SIGCHLD}
         self.read_fd = -1
         self._write_fd = -1
         self._previous: Dict[int, Any] = {}

@@ -52,10 +52,11 @@ from malaunch.errors import ExitCode
 from malaunch.files import write_atomic
 from malaunch.job.coordinator import CAPTURE_TIMEOUT
 from malaunch.log import logger
+from malaunch.stopping import signal_name
 from malaunch.supervisor.attempt import describe_failure
 from malaunch.supervisor.errorfile import error_lines, read_error_file
 from malaunch.supervisor.options import Finished
-from malaunch.supervisor.outcome import Outcome, signal_name
+from malaunch.supervisor.outcome import Outcome
 from malaunch.supervisor.output import describe
 from malaunch.supervisor.runs import SUMMARY as SUMMARY_FILE
 from malaunch.supervisor.spawn import Child

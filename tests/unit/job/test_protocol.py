@@ -296,3 +296,15 @@ def test_parse_a_message() -> None:
 )
 def test_parse_returns_none_for_anything_else(line: bytes) -> None:
     assert parse(line) is None
+
+
+def test_a_reader_told_to_stop_at_a_drop_reads_no_further() -> None:
+    reader = LineReader()
+    got = list(reader.feed(b"{}\n" * 1000 + b'{"t":"hello"}\n', stop_at_drop=True))
+    assert got == []
+    assert len(reader.dropped) == 1
+    reader = LineReader()
+    assert list(reader.feed(b'{"t":"hello"}\n{}\n{"t":"ping"}\n')) == [
+        {"t": "hello"},
+        {"t": "ping"},
+    ]
