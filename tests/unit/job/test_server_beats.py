@@ -23,7 +23,7 @@ from malaunch.job.protocol import (
 )
 from malaunch.job.server import ChannelServer
 from malaunch.job.settings import JobSettings
-from malaunch.net import free_port
+from ports import Reservations
 
 
 class VirtualClock(Clock):
@@ -85,11 +85,11 @@ class Node:
 class Harness:
     """Node 0's channel server on a virtual clock, the nodes lost, the sockets to close."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int) -> None:
         self.clock = VirtualClock()
         self.loop = EventLoop(self.clock)
         token = derive_token(["beats"], 0)
-        self.settings = JobSettings(0, 2, "127.0.0.1", free_port("127.0.0.1"), token)
+        self.settings = JobSettings(0, 2, "127.0.0.1", port, token)
         self.lost: List[int] = []
         self.server = ChannelServer(
             self.loop, self.settings, lambda n, h: None, lambda n, m: None, self.lost.append
@@ -126,8 +126,8 @@ class Harness:
 
 
 @pytest.fixture
-def job() -> Iterator[Harness]:
-    harness = Harness()
+def job(free_port: Reservations) -> Iterator[Harness]:
+    harness = Harness(free_port())
     yield harness
     harness.close()
 
