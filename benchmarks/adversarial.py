@@ -46,7 +46,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, cast
 
 import yaml  # the project's render dependency
 
@@ -589,7 +589,7 @@ def _cases_platform() -> None:
         ("status-completed-upper", {"status": "COMPLETED"}, "status"),
     ]:
         case(c, f"table-{id}", MS_TABLE, [65, 69], names=(field,), env=TABLE_ENV,
-             setup=write("table.json", table(**change)))  # fmt: skip
+             setup=write("table.json", table(**cast(Dict[str, Any], change))))  # fmt: skip
     case(c, "table-truncated", MS_TABLE, [65, 69], names=("{tmp}/table.json",), env=TABLE_ENV,
          setup=write("table.json", table()[:90]))  # fmt: skip
     case(
@@ -875,12 +875,7 @@ def _cases_signals() -> None:
         "SIGTSTP-then-SIGCONT",
         [*local(), *pyc("import time; time.sleep(2)")],
         [0],
-        action=lambda ctx: (
-            time.sleep(0.8),
-            ctx.procs[0].send_signal(signal.SIGSTOP),
-            time.sleep(2),
-            ctx.procs[0].send_signal(signal.SIGCONT),
-        ),
+        action=_stop_and_continue,
     )
     # docs/logs.md: Ctrl-C or SIGTERM end `logs --follow` with 0 (the way to end it).
     case(c, "SIGTERM-logs-follow", ["logs", "--follow", "{tmp}/logs"], [0], prev_run=True,
@@ -903,6 +898,13 @@ def _cases_signals() -> None:
          "modelarts", "--framework", "mindspore", "--ranktable-never-ready", "--wait-timeout",
          "60", "--log-dir", "{tmp}/logs", *PRINT], [129],
          action=signal_after(2.5, signal.SIGHUP))  # fmt: skip
+
+
+def _stop_and_continue(ctx: Ctx) -> None:
+    time.sleep(0.8)
+    ctx.procs[0].send_signal(signal.SIGSTOP)
+    time.sleep(2)
+    ctx.procs[0].send_signal(signal.SIGCONT)
 
 
 def _cases_channel() -> None:
@@ -1019,7 +1021,7 @@ def _cases_tools() -> None:
          [0, 64], names=("{tmp}/t2.json",), setup=t2)  # fmt: skip
     case(c, "convert-to-read-only", ["ranktable", "convert", "{tmp}/t2.json", "{tmp}/ro/o.json"],
          [74], names=("{tmp}/ro/o.json",), root=True,
-         setup=both(t2, lambda ctx: ctx.mount("ro", "ro,size=64k") and None))  # fmt: skip
+         setup=both(t2, _mount_read_only))  # fmt: skip
     case(c, "validate-pod-20-digits", ["ranktable", "validate", "{tmp}/t.json"], [65],
          names=("pod_name",), setup=write("t.json", json.dumps(T2).replace(
              "job-worker-0", "job-worker-" + "9" * 20)))  # fmt: skip
@@ -1102,6 +1104,10 @@ def _cases_tools() -> None:
                              "[malaunch]\nevil = evil\n"))  # fmt: skip
     case(c, "plugin-exits-0-on-import", [*local(), *DRY], [78], names=("evil",),
          env={"PYTHONPATH": "{tmp}/pp"}, setup=plugin_exit)  # fmt: skip
+
+
+def _mount_read_only(ctx: Ctx) -> None:
+    ctx.mount("ro", "ro,size=64k")
 
 
 def _xss_run(ctx: Ctx) -> None:

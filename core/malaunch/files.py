@@ -147,7 +147,8 @@ def _open_regular(path: Union[str, Path]) -> int:
             mode = os.stat(path).st_mode
         except OSError:
             raise exc from None
-        raise NotAFile(errno.EINVAL, f"is a {kind_of(mode)}, not a regular file", str(path)) from None
+        kind = kind_of(mode)
+        raise NotAFile(errno.EINVAL, f"is a {kind}, not a regular file", str(path)) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):

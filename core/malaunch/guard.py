@@ -23,6 +23,7 @@ from malaunch.plugins import PLUGIN_FAILURES, Origin, failure_text
 
 T = TypeVar("T")
 
+
 def call_plugin(what: str, origin: Optional[Origin], call: Callable[[], T]) -> T:
     """``call()``, with what it raises turned into a :class:`PluginError` naming ``what``
     (``framework 'x'``) and ``origin``; the launcher's own errors pass as they are."""

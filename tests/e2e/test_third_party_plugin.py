@@ -156,7 +156,6 @@ def test_broken_plugin_is_exit_78_naming_the_distribution(tmp_path: Path) -> Non
     assert run_cli(["plugins"], env=env).code == 0
 
 
-
 @pytest.mark.parametrize(
     ("body", "shown"),
     [
@@ -178,6 +177,7 @@ def test_a_plugin_that_exits_as_it_is_imported_is_78(body: str, shown: str, tmp_
             "malaunch: error: cannot load plugin 'quits' of distribution malaunch-quits 0.2 "
             f"(fake_quits): {shown}\n"
         )
+
 
 CLASHING_OPTION = """\
 import click

@@ -207,5 +207,3 @@ def _killpg(pgid: int, signum: int) -> None:
     # ESRCH: the group is already gone; EPERM: only zombies are left in it.
     with contextlib.suppress(OSError):
         os.killpg(pgid, signum)
-
-
