@@ -136,7 +136,19 @@ def read_head(path: Union[str, Path], size: int) -> bytes:
 
 def _open_regular(path: Union[str, Path]) -> int:
     """A descriptor of ``path`` opened non-blocking, refused unless a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        # A Unix socket (or a device without its driver) fails to open with ENXIO, "No such
+        # device or address", which reads as a passing error: it is what it is for good.
+        if exc.errno != errno.ENXIO:
+            raise
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise exc from None
+        kind = kind_of(mode)
+        raise NotAFile(errno.EINVAL, f"is a {kind}, not a regular file", str(path)) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):

@@ -19,11 +19,9 @@ from typing import Callable, Dict, Iterator, List, Optional, TypeVar
 
 from malaunch.errors import MalaunchError, PluginError
 from malaunch.models import LaunchPlan
-from malaunch.plugins import Origin
+from malaunch.plugins import PLUGIN_FAILURES, Origin, failure_text
 
 T = TypeVar("T")
-
-MAX_SHOWN = 200  # characters of a plugin's own message in the one line
 
 
 def call_plugin(what: str, origin: Optional[Origin], call: Callable[[], T]) -> T:
@@ -34,8 +32,8 @@ def call_plugin(what: str, origin: Optional[Origin], call: Callable[[], T]) -> T
             return call()
     except MalaunchError:
         raise
-    except (Exception, SystemExit) as exc:
-        raise PluginError(f"{_named(what, origin)} failed: {_shown(exc)}") from exc
+    except PLUGIN_FAILURES as exc:
+        raise PluginError(f"{_named(what, origin)} failed: {failure_text(exc)}") from exc
 
 
 @contextlib.contextmanager
@@ -95,12 +93,3 @@ def _problems(plan: LaunchPlan) -> List[str]:
 
 def _named(what: str, origin: Optional[Origin]) -> str:
     return f"{what} ({origin.describe()})" if origin is not None else what
-
-
-def _shown(exc: BaseException) -> str:
-    if isinstance(exc, SystemExit):
-        return f"it called sys.exit({exc.code!r})"
-    text = " ".join(str(exc).split())
-    if len(text) > MAX_SHOWN:
-        text = text[:MAX_SHOWN] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -125,11 +125,30 @@ def _disabled(environ: Mapping[str, str]) -> set[str]:
     return {name.strip() for name in raw.split(",") if name.strip()}
 
 
+# What a plugin's code may raise that is a plugin error (78), not the launcher's: any
+# exception, a ``sys.exit`` (whose number would pass for a rank's exit code, or for success),
+# and a ``KeyboardInterrupt`` it raises itself (the launcher's stopping signals raise
+# ``malaunch.stopping.Stopped``, which passes).
+PLUGIN_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
+MAX_SHOWN = 200  # characters of a plugin's own message in the one line
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a plugin raised, for the one error line: ``it called sys.exit(0)``,
+    ``ImportError: needs libfoo`` (whitespace folded, at most :data:`MAX_SHOWN` characters)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    text = " ".join(str(exc).split())
+    if len(text) > MAX_SHOWN:
+        text = text[:MAX_SHOWN] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _load_one(pm: pluggy.PluginManager, ep: metadata.EntryPoint, origin: Origin) -> None:
     try:
         module = ep.load()
-    except Exception as exc:
-        msg = f"cannot load {origin.describe()} ({ep.value}): {type(exc).__name__}: {exc}"
+    except PLUGIN_FAILURES as exc:
+        msg = f"cannot load {origin.describe()} ({ep.value}): {failure_text(exc)}"
         raise PluginError(msg) from exc
     _register(pm, module, origin)
 
@@ -173,8 +192,8 @@ def _collect(
         origin = origins[impl.plugin_name]
         try:
             items = impl.function()
-        except Exception as exc:
-            msg = f"{origin.describe()} failed in {hook_name}: {type(exc).__name__}: {exc}"
+        except PLUGIN_FAILURES as exc:
+            msg = f"{origin.describe()} failed in {hook_name}: {failure_text(exc)}"
             raise PluginError(msg) from exc
         if not isinstance(items, (list, tuple)) or not all(isinstance(i, cls) for i in items):
             msg = f"{origin.describe()}: {hook_name} must return a list of {cls.__name__}"

@@ -20,6 +20,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -592,3 +593,34 @@ def test_report_ignores_a_hostile_manifest(content: str, reason: str, tmp_path: 
         "node-<k>/ below it; not the log dir of a malaunch run\n"
     )
     assert not out.exists()
+
+
+# --- a Unix socket where a file is read: refused at once, as a FIFO is ----------------------
+
+
+def bound_socket(path: Path) -> Path:
+    """A Unix socket's file (it stays after the socket is closed): its open fails with ENXIO,
+    which used to read as a passing error, so a launch waited out --wait-timeout."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+    return path
+
+
+def test_a_launch_on_a_socket_rank_table_is_66_at_once(tmp_path: Path) -> None:
+    table = bound_socket(tmp_path / "table.json")
+    args = ["--framework", "mindspore", "--topology", "ranktable", "--wait-timeout", "600",
+            "--log-dir", str(tmp_path / "logs"), "--dry-run", "--", "true"]  # fmt: skip
+    result = run_cli(args, env=clean_env({"RANK_TABLE_FILE": str(table)}), timeout=TIMEOUT)
+    refused(result, 66, f"rank table {table}: is a socket, not a regular file")
+
+
+def test_validate_a_socket_is_66(tmp_path: Path) -> None:
+    table = bound_socket(tmp_path / "table.json")
+    result = run_cli(["ranktable", "validate", str(table)], timeout=TIMEOUT)
+    refused(result, 66, f"rank table {table}: is a socket, not a regular file")
+
+
+def test_a_socket_volcano_host_file_is_66(tmp_path: Path) -> None:
+    hosts = bound_socket(tmp_path / "worker.host")
+    result = volcano_topology(tmp_path)
+    refused(result, 66, f"cannot read {hosts}: is a socket, not a regular file")

@@ -388,6 +388,16 @@ def test_rank_table_that_never_completes_exits_69(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()  # no worker started
     report = read_summary(tmp_path / "logs")
     assert report["first_failure"]["exit_code"] == 69
+    # simulate's own lines: every node failed alike, one of them is the error, the others
+    # are warnings (SPEC §3: one error line), each naming its node.
+    own = [line for line in result.stderr.splitlines() if line.startswith("malaunch: ")]
+    failed = sorted(line.split(" (pid ")[0] for line in own if "exited with code 69 " not in line
+                    and line.endswith("exited with code 69"))  # fmt: skip
+    assert [line.split(" node ")[0] for line in failed] == [
+        "malaunch: error:",
+        "malaunch: warning:",
+    ], own
+    assert len([line for line in own if line.startswith("malaunch: error: ")]) == 1, own
 
 
 def test_tf_ps_stops_the_ps_nodes_once_the_workers_succeed(tmp_path: Path) -> None:

@@ -156,6 +156,29 @@ def test_broken_plugin_is_exit_78_naming_the_distribution(tmp_path: Path) -> Non
     assert run_cli(["plugins"], env=env).code == 0
 
 
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        ("import sys\nsys.exit(0)\n", "it called sys.exit(0)"),
+        ("raise SystemExit('bye')\n", "it called sys.exit('bye')"),
+        ("raise KeyboardInterrupt('not a Ctrl-C')\n", "KeyboardInterrupt: not a Ctrl-C"),
+    ],
+)
+def test_a_plugin_that_exits_as_it_is_imported_is_78(body: str, shown: str, tmp_path: Path) -> None:
+    """A ``sys.exit(0)`` on import used to end the dry run with exit 0 and nothing printed; a
+    ``KeyboardInterrupt`` passed for a Ctrl-C (130)."""
+    write_fake_distribution(tmp_path, "malaunch-quits", "0.2", {"quits": "fake_quits"},
+                            {"fake_quits": body})  # fmt: skip
+    env = clean_env({"PYTHONPATH": str(tmp_path)})
+    for args in (["--framework", "torch_ddp", "--dry-run", "--", "true"], ["plugins"]):
+        result = run_cli(args, env=env)
+        assert (result.code, result.stdout) == (78, ""), result.stderr
+        assert result.stderr == (
+            "malaunch: error: cannot load plugin 'quits' of distribution malaunch-quits 0.2 "
+            f"(fake_quits): {shown}\n"
+        )
+
+
 CLASHING_OPTION = """\
 import click
 from malaunch.hookspecs import hookimpl

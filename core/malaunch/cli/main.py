@@ -89,6 +89,12 @@ def _run(args: List[str]) -> int:
     warn_about_variables(os.environ, option_variables(command), _every_option_variable)
     try:
         result = command.main(args, prog_name="malaunch", standalone_mode=False)
+    except SystemExit:
+        # click's one sys.exit outside standalone mode: stdout's reader went away (EPIPE,
+        # `malaunch plugins | head -c1`), which it ends with 1, a worker's code. Quietly with
+        # 0 instead, as `malaunch logs | head` ends (docs/logs.md): the reader took what it
+        # wanted.
+        return ExitCode.OK
     except NO_ARGS_IS_HELP as exc:
         # click 8.2+: `malaunch ranktable` alone is an error whose message is the whole help;
         # it is shown as help, as click 8.1 does.

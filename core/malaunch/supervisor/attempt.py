@@ -68,6 +68,7 @@ class Attempt:
         self.replace_lost = replace_lost
         self.outcome = Outcome(group.children, node=node, attempt=number)
         self.stopping = False
+        self.failure_said = False  # simulate: the one error line of a node failure is out
         self.done_reported = False
         self.failure_reported = False
         self.ended_reported = False
@@ -161,12 +162,15 @@ class Attempt:
 
     def _independent_failure(self, child: Child, returncode: int) -> None:
         """simulate's node launchers: nobody is stopped; the first failure of a node's own
-        wins over one that only says another node failed (exit 75)."""
-        logger.error(f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}")
+        wins over one that only says another node failed (exit 75). Only the failure that wins
+        is an error line: every node of a job may fail alike (a rank table never ready)."""
         first = self.outcome.first_failure
-        if first is None or (
-            first.returncode == ExitCode.PEER_FAILED and returncode != ExitCode.PEER_FAILED
-        ):
+        own = returncode != ExitCode.PEER_FAILED
+        wins = first is None or (first.returncode == ExitCode.PEER_FAILED and own)
+        said = logger.error if wins and own and not self.failure_said else logger.warning
+        self.failure_said = self.failure_said or said is logger.error
+        said(f"{describe(child.spec)} (pid {child.pid}) {how_it_ended(returncode)}")
+        if wins:
             self.outcome.first_failure = child
         self.workers_ended()
 

@@ -55,6 +55,7 @@ class Group:
         self.kill_timer: Optional[Timer] = None
         self.drain_timer: Optional[Timer] = None
         self.drained = False
+        self.log_failures = 0  # logs that could not be written (a full disk): said once
         for child in children:
             loop.add_reader(child.pipe_fd, functools.partial(self._read, child))
 
@@ -117,7 +118,7 @@ class Group:
             if self.runlog is not None:
                 self.runlog.chunk(child, child.log_offset, self.loop.clock.wall())
             child.log_offset += len(data)
-            _write_log(child, data)
+            self._write_log(child, data)
             if child.relay is not None:
                 child.relay.feed(data)
             if len(data) < CHUNK:
@@ -184,19 +185,25 @@ class Group:
             if child.pipe_fd >= 0:
                 self._end_of_output(child)
 
+    def _write_log(self, child: Child, data: bytes) -> None:
+        view = memoryview(data)
+        while view and child.log_fd >= 0:
+            try:
+                view = view[os.write(child.log_fd, view) :]
+            except OSError as exc:  # disk full: keep the job running, say so once
+                self.log_failures += 1
+                if self.log_failures == 1:
+                    logger.error(
+                        f"cannot write the log of {describe(child.spec)}: {exc} (the logs of "
+                        "other processes that fail alike are not named again)"
+                    )
+                else:
+                    logger.debug(f"cannot write the log of {describe(child.spec)} either: {exc}")
+                os.close(child.log_fd)
+                child.log_fd = -1
+
 
 def _killpg(pgid: int, signum: int) -> None:
     # ESRCH: the group is already gone; EPERM: only zombies are left in it.
     with contextlib.suppress(OSError):
         os.killpg(pgid, signum)
-
-
-def _write_log(child: Child, data: bytes) -> None:
-    view = memoryview(data)
-    while view and child.log_fd >= 0:
-        try:
-            view = view[os.write(child.log_fd, view) :]
-        except OSError as exc:  # disk full: keep the job running, say so once
-            logger.error(f"cannot write the log of {describe(child.spec)}: {exc}")
-            os.close(child.log_fd)
-            child.log_fd = -1

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict
 
 from malaunch.errors import MissingInputError, TopologyError
-from malaunch.files import read_regular
+from malaunch.files import TooLarge, read_regular
 from malaunch.numbers import is_plain_int
 from malaunch.wording import shortened
 
@@ -71,13 +71,15 @@ def _check_ip(key: str, value: str, where: str) -> None:
 def read_hccn_conf(path: Path) -> Dict[int, str]:
     """:func:`parse_hccn_conf` on the file at ``path``.
 
-    A missing or unreadable file raises :class:`MissingInputError` (66); text that is not UTF-8
-    raises :class:`TopologyError`.
+    A missing or unreadable file raises :class:`MissingInputError` (66); a file past 1 MiB
+    and text that is not UTF-8 raise :class:`TopologyError` (65), as a rank table does.
     """
     try:
         data = read_regular(path, 1 << 20)  # a FIFO or /dev/zero must not hang or fill memory
     except FileNotFoundError:
         raise MissingInputError(f"{path}: the file does not exist") from None
+    except TooLarge as exc:  # a file, readable, just not an hccn.conf: malformed, not missing
+        raise TopologyError(f"{path}: {exc.strerror}") from None
     except OSError as exc:
         raise MissingInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:

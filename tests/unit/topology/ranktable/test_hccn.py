@@ -67,3 +67,13 @@ def test_not_utf8(tmp_path: Path) -> None:
     with pytest.raises(TopologyError) as caught:
         read_hccn_conf(path)
     assert str(caught.value) == f"{path}: not UTF-8 text (byte 23)"
+
+
+def test_a_file_past_1_mib_is_malformed_not_missing(tmp_path: Path) -> None:
+    """A rank table past its limit is 65 (README "Limits on input"); so is an hccn.conf, which
+    was 66 ("cannot read"), though it was read."""
+    conf = tmp_path / "hccn.conf"
+    conf.write_bytes(b"address_0=192.168.1.1\n" * 50_000)
+    with pytest.raises(TopologyError) as info:
+        read_hccn_conf(conf)
+    assert str(info.value) == f"{conf}: is {conf.stat().st_size} bytes, more than 1048576"
