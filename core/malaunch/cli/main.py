@@ -9,6 +9,7 @@ the launch command (:mod:`malaunch.cli.launch`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -89,18 +90,29 @@ def _run(args: List[str]) -> int:
     warn_about_variables(os.environ, option_variables(command), _every_option_variable)
     try:
         result = command.main(args, prog_name="malaunch", standalone_mode=False)
-    except SystemExit:
+    except SystemExit as exc:
         # click's one sys.exit outside standalone mode: stdout's reader went away (EPIPE,
         # `malaunch plugins | head -c1`), which it ends with 1, a worker's code. Quietly with
         # 0 instead, as `malaunch logs | head` ends (docs/logs.md): the reader took what it
-        # wanted.
-        return ExitCode.OK
+        # wanted. Any other exit keeps its code.
+        if _reader_gone(exc):
+            return ExitCode.OK
+        raise
     except NO_ARGS_IS_HELP as exc:
         # click 8.2+: `malaunch ranktable` alone is an error whose message is the whole help;
         # it is shown as help, as click 8.1 does.
         click.echo(exc.format_message())
         return ExitCode.OK
     return int(result) if isinstance(result, int) else ExitCode.OK
+
+
+def _reader_gone(exc: SystemExit) -> bool:
+    """click's exit for EPIPE: click 8.1 raises it inside its ``except OSError``; 8.2+ after
+    it, once it has wrapped stdout in its ``_PacifyFlushWrapper`` (done for EPIPE alone)."""
+    cause = exc.__context__
+    if isinstance(cause, OSError) and cause.errno == errno.EPIPE:
+        return True
+    return exc.code == 1 and "PacifyFlushWrapper" in type(sys.stdout).__name__
 
 
 def _every_option_variable() -> Set[str]:
