@@ -126,7 +126,10 @@ def _look(location: Location) -> Union[Ready, NotReady]:
         for name in DIRECTORY_FILES:
             candidate = location.path / name
             if candidate.exists():
-                return read_once(candidate)
+                found = read_once(candidate)
+                if isinstance(found, NotReady):  # the reason is the file's, not the folder's
+                    return NotReady(found.kind, f"its {name}: {found.reason}")
+                return found
         return NotReady("missing", f"no {' or '.join(DIRECTORY_FILES)} in this directory yet")
     return read_once(location.path)
 

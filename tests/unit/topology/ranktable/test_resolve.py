@@ -6,7 +6,7 @@ import json
 import shutil
 import socket
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import pytest
 
@@ -252,6 +252,26 @@ def test_directory_without_the_file(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"rank table {tmp_path} (from RANK_TABLE_FILE) not ready after 0s: "
         "no jobstart_hccl.json or hccl.json in this directory yet (see --wait-timeout)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p.mkdir(), "it is a directory, not a rank table file"),
+        (lambda p: p.write_text('{"status": "initializing"}'), 'status is "initializing"'),
+    ],
+)
+def test_a_file_of_the_directory_that_is_not_ready_is_named(
+    tmp_path: Path, make: Callable[[Path], object], reason: str
+) -> None:
+    """The reason is the file's: it named the folder, which may well be one."""
+    make(tmp_path / "jobstart_hccl.json")
+    with pytest.raises(NotReadyError) as info:
+        source.resolve({"RANK_TABLE_FILE": str(tmp_path)}, options(tmp_path))
+    assert str(info.value) == (
+        f"rank table {tmp_path} (from RANK_TABLE_FILE) not ready after 0s: "
+        f"its jobstart_hccl.json: {reason} (see --wait-timeout)"
     )
 
 
