@@ -14,8 +14,9 @@ heavy, so that a signal during the imports is handled too.
 
 from __future__ import annotations
 
+import contextlib
 import signal
-from typing import Any, FrozenSet, List
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List
 
 # Signals that stop the launcher (and are forwarded to the processes first).
 TERMINATING: FrozenSet[int] = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -69,6 +70,35 @@ def raise_on_stop_signals() -> None:
     stopping signal raises :class:`Stopped` in the main thread."""
     for signum in TERMINATING | STOP_BY_DEFAULT:
         signal.signal(signum, _raise)
+
+
+def arrived() -> bool:
+    """Whether a stopping signal has come in (the first raised :class:`Stopped`)."""
+    return bool(_arrived)
+
+
+@contextlib.contextmanager
+def raising_on_stop_signals() -> Iterator[Callable[[], bool]]:
+    """:func:`raise_on_stop_signals` for a block, the handlers before it put back after.
+
+    It yields :func:`arrived`, for a loop that looks between two steps too: the handler raises
+    rather than only noting the signal, since a note is read only where the code looks for it.
+    """
+    previous: Dict[int, Any] = {
+        signum: signal.getsignal(signum) for signum in TERMINATING | STOP_BY_DEFAULT
+    }
+    raise_on_stop_signals()
+    try:
+        yield arrived
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:  # None: a handler set outside Python, left as it is
+                signal.signal(signum, handler)
+
+
+def stop_line(signum: int) -> str:
+    """What a stop before (or without) a supervisor says, one line on stderr."""
+    return f"malaunch: warning: received {signal_name(signum)}: stopping\n"
 
 
 def signal_name(signum: int) -> str:

@@ -27,7 +27,6 @@ import pytest
 from launchers import Launchers, node_dir, printed_nodes
 from s3server import S3Server, running_server
 
-from malaunch.supervisor.prepare import CLOSE_WAIT
 from malaunch.testing import clean_env, malaunch_executable, run_cli, run_dir
 
 STAGING_RANK = Path(__file__).resolve().parents[1] / "workers" / "staging_rank.py"
@@ -156,12 +155,10 @@ def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: i
             listener.settimeout(60)
             held, _ = listener.accept()  # kept open, never answered
             time.sleep(0.5)
-            sent = time.monotonic()
             for _ in range(signals):
                 proc.send_signal(signal.SIGTERM)
                 time.sleep(0.5)
             code = proc.wait(timeout=30)
-            took = time.monotonic() - sent
         finally:
             if held is not None:
                 held.close()
@@ -172,8 +169,9 @@ def test_sigterm_during_a_stage_in_stuck_in_a_request(tmp_path: Path, signals: i
             if proc.stderr:
                 proc.stderr.close()
     assert code == 143, stderr
-    # Which of the two it was, told by the grace itself (not by a bound on this machine's speed)
-    assert (took < CLOSE_WAIT) == (signals == 2), (took, stderr)
+    # Which of the two ended it, as the launcher says it (not a bound on this machine's speed)
+    why = "a second signal" if signals == 2 else "not in time"
+    assert f"stage-in stopped ({why}): files in flight are left unfinished" in stderr, stderr
 
 
 @pytest.mark.parametrize("slow", [0, 1])

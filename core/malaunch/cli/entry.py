@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from malaunch.stopping import Stopped, raise_on_stop_signals, signal_name
+from malaunch.stopping import Stopped, raise_on_stop_signals, stop_line
 
 
 def console_main() -> None:
@@ -21,8 +21,7 @@ def console_main() -> None:
     try:
         from malaunch.cli.main import console_main as run  # noqa: PLC0415 (after the handlers)
     except Stopped as exc:
-        line = f"malaunch: warning: received {signal_name(exc.signum)}: stopping\n"
         with contextlib.suppress(OSError):
-            os.write(2, line.encode())
+            os.write(2, stop_line(exc.signum).encode())
         os._exit(128 + exc.signum)
     run()

@@ -1,9 +1,9 @@
 """``malaunch logs [DIR]...``: the rank logs of a run, merged in arrival order (docs/logs.md).
 
 The command parses, calls :mod:`malaunch.logs` and writes to stdout. It owns what the core
-must not: the default directory (from the environment), the signal handlers that end the
-command whatever it is doing (``--follow``: exit 0; a read: 128 + N) and a reader of stdout
-that went away (``| head``: exit 0, quietly).
+must not: the default directory (from the environment), what a stopping signal, raised
+whatever the command is doing (:mod:`malaunch.stopping`), ends it with (``--follow``: exit 0;
+a read: 128 + N) and a reader of stdout that went away (``| head``: exit 0, quietly).
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 import click
 
@@ -31,7 +30,7 @@ from malaunch.logs.select import SINCE_HELP, Selection, compile_grep, parse_sinc
 from malaunch.params import Path as ParamPath
 from malaunch.params import Text
 from malaunch.rankspec import parse_rank_spec
-from malaunch.stopping import Stopped
+from malaunch.stopping import Stopped, raising_on_stop_signals
 from malaunch.supervisor.runs import pick_run
 
 
@@ -39,30 +38,6 @@ def default_log_dir(environ: Mapping[str, str]) -> Path:
     """Where the launcher writes its logs when not told: ``--log-dir``'s variable, else the
     platform's ``MA_LOG_DIR``, else ``./malaunch-logs``."""
     return Path(environ.get("MALAUNCH_LOG_DIR") or environ.get("MA_LOG_DIR") or "malaunch-logs")
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[Callable[[], bool]]:
-    """SIGINT (Ctrl-C) and SIGTERM raise :class:`Stopped`, once; ``should_stop()`` is then true.
-
-    The handler raises rather than only noting the signal: a note is read only where the code
-    looks for it (between two blocks, in a wait for the reader), and reading once looks
-    nowhere.
-    """
-    arrived: List[int] = []
-
-    def stop(signum: int, _frame: Any) -> None:
-        first = not arrived
-        arrived.append(signum)
-        if first:
-            raise Stopped(signum)
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield lambda: bool(arrived)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def silence_stdout() -> None:
@@ -168,7 +143,7 @@ def logs_command(  # noqa: PLR0917 (click passes each option as a parameter)
     logs = LogSet(roots, selection)
     code = int(ExitCode.OK)
     try:
-        with stop_on_signals() as should_stop:
+        with raising_on_stop_signals() as should_stop:
             print_logs(logs, following, should_stop)
     except Stopped as stop:  # following ends so (exit 0); a read is cut short (128 + N)
         console.finish(0)  # what a stalled reader has not taken is given up

@@ -25,7 +25,7 @@ from malaunch.cli.envvars import option_variables, warn_about_variables
 from malaunch.cli.launch import build_launch_command
 from malaunch.errors import ExitCode, MalaunchError, UsageError
 from malaunch.plugins import load_plugins
-from malaunch.stopping import Stopped, raise_on_stop_signals, signal_name
+from malaunch.stopping import Stopped, raise_on_stop_signals, stop_line
 from malaunch.wording import closest, did_you_mean
 
 # click 8.2+ only: what `malaunch ranktable` without a subcommand raises.
@@ -182,8 +182,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 def stopped(signum: int) -> int:
     """A stopping signal ended the command before (or without) a supervisor: one line, 128+N,
     and what a stalled reader has not taken yet is given up."""
-    line = f"malaunch: warning: received {signal_name(signum)}: stopping\n"
-    console.stderr().write(line.encode(), keep=True)
+    console.stderr().write(stop_line(signum).encode(), keep=True)
     console.finish(0)
     return ExitCode.for_signal(signum)
 

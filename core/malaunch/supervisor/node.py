@@ -373,7 +373,7 @@ class NodeRun:
             self.preparing = None
 
     def _interrupted(self) -> bool:
-        """While joining node 0: has a terminating signal come in? (Others are kept.)"""
+        """While joining node 0: has a stopping signal come in? (Others have no process yet.)"""
         for signum in self.wakeup.read():
             if signum in self.wakeup.stopping:
                 self.pending_signals.append(signum)
