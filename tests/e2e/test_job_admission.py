@@ -90,7 +90,8 @@ def test_node_1_joins_behind_a_refilled_flood_of_idle_connections(
     assert opened >= count
     if count > 256:  # more than the waiting room holds: node 0 closed the oldest
         assert opened > count
-        assert "too many unauthenticated connections (256 waiting): closed" in output
+        # 256 strangers, plus one place per node still to join when the line was written
+        assert re.search(r"too many unauthenticated connections \(25[67] waiting\): closed", output)
     assert "lost node" not in output
     assert wait_gone(recorded_pids(tmp_path / "out")) == []
 
