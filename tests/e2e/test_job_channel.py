@@ -187,7 +187,8 @@ def test_d_a_vanished_node_1_stops_the_others(tmp_path: Path) -> None:
 
 def test_e_a_failure_in_attempt_0_restarts_the_whole_job(tmp_path: Path) -> None:
     """(e) rank 3 fails in attempt 0 only: every node restarts, and the job succeeds."""
-    worker = ["--fail", "3:7", "--fail-attempt", "0", "--steps", "3"]
+    # Rank 3 fails once every rank has started (ranks slow to import may not have yet).
+    worker = ["--fail", "3:7", "--fail-attempt", "0", "--fail-when-all-started", "--steps", "3"]
     launcher = ["--max-restarts", "1", "--restart-backoff", "0"]
     nodes = nodes_of(tmp_path, 2, worker=worker, launcher=launcher)
     with Launchers(nodes, tmp_path, tmp_path / "launchers") as launchers:

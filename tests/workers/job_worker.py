@@ -1,16 +1,18 @@
 """A rank of a multi-node test job (standard library only), for the job-channel tests.
 
-    job_worker.py OUT_DIR [--fail RANK:CODE] [--fail-attempt N] [--stall RANK]
-                  [--steps N] [--step-seconds S] [--ps-forever]
+    job_worker.py OUT_DIR [--fail RANK:CODE] [--fail-attempt N] [--fail-when-all-started]
+                  [--stall RANK] [--steps N] [--step-seconds S] [--ps-forever]
 
 Each process writes its pid to OUT_DIR/<role>-<rank>-<attempt>.pid, the rendezvous port it was
 given to OUT_DIR/port-<rank>-<attempt> (MASTER_PORT; empty when unset) and, when it succeeds,
 OUT_DIR/ok-<rank>-<attempt> holding time.time(). Ranks print one line per step and call
 ``malaunch.context.heartbeat()``. ``--fail``: that rank exits CODE after its first step (the
 time is in OUT_DIR/failed-<rank>) while the others sleep; ``--fail-attempt`` limits that to
-one attempt (MALAUNCH_RESTART_COUNT), the others then succeed. ``--stall``: after 3 steps that
-rank loops silently in ``stall_here``; the others wait for it in ``wait_for_peer``. A ps task
-(``--job_name=ps`` from the tensorflow_ps plan) serves forever.
+one attempt (MALAUNCH_RESTART_COUNT), the others then succeed; ``--fail-when-all-started``
+makes that rank wait (up to 60 s) until every rank of the attempt has written its pid file, so
+that a test can count every rank of a failed attempt on a loaded machine. ``--stall``: after
+3 steps that rank loops silently in ``stall_here``; the others wait for it in
+``wait_for_peer``. A ps task (``--job_name=ps`` from the tensorflow_ps plan) serves forever.
 """
 
 from __future__ import annotations
@@ -34,11 +36,19 @@ def wait_for_peer(marker: str) -> None:
         time.sleep(0.05)
 
 
+def wait_for_every_rank(out: str, attempt: int, world_size: int) -> None:
+    names = {f"worker-{rank}-{attempt}.pid" for rank in range(world_size)}
+    deadline = time.monotonic() + 60  # a hang guard: the test's own checks then fail
+    while not names <= set(os.listdir(out)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--fail")
     parser.add_argument("--fail-attempt", type=int)
+    parser.add_argument("--fail-when-all-started", action="store_true")
     parser.add_argument("--stall", type=int)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--step-seconds", type=float, default=0.1)
@@ -65,6 +75,8 @@ def main() -> int:
         context.heartbeat()
         if failing is not None:
             if ctx.rank == failing[0]:
+                if args.fail_when_all_started:
+                    wait_for_every_rank(args.out, attempt, ctx.world_size)
                 with open(os.path.join(args.out, f"failed-{ctx.rank}"), "w") as handle:
                     handle.write(repr(time.time()))
                 return failing[1]
