@@ -5,11 +5,13 @@ torchrun's documentation asks, and that raises on one rank.
 
 Every rank joins the gloo process group and all-reduces once; FAILING_RANK then raises
 ValueError in ``check_batch`` while the others wait at a barrier it never reaches (the
-launchers stop them). ``@record`` writes the exception to TORCHELASTIC_ERROR_FILE.
+launchers stop them). ``@record`` writes the exception to TORCHELASTIC_ERROR_FILE and logs
+its traceback; the rank then exits 1 at once, as Python would for the exception.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -34,4 +36,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError:
+        # Exit 1 without the interpreter's teardown: with the gloo group still up, torch's
+        # C++ destructors at exit sometimes abort ("terminate called without an active
+        # exception", SIGABRT), and the test means a rank that exits 1.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
